@@ -1,0 +1,189 @@
+"""Wires the scheduler together and runs it: config, client, informers, loop, shutdown.
+
+Start-up order, as kube-scheduler's ``app.Run``: load and validate the configuration (exit
+1 with a message naming the argument when invalid), build the frameworks (plugin argument
+validation), connect to the API server, start the informers for pods (non-terminal),
+nodes, namespaces and PodGroups, wait for the core informers to sync and for the PodGroup
+informer up to ``podGroupSyncTimeoutSeconds`` (the CRD may be missing: scheduling starts
+anyway and picks PodGroups up when the CRD appears), then run the scheduling loop, the
+queue flushes and the gang GC until SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from typing import Any
+
+from ome_scheduler import logs
+from ome_scheduler.cli import Options
+from ome_scheduler.config.load import load_config
+from ome_scheduler.config.types import KubeSchedulerConfiguration
+from ome_scheduler.framework.runtime import ConfigError
+from ome_scheduler.kube.client import KubeClient
+from ome_scheduler.kube.informer import Informer
+from ome_scheduler.kube.objects import Namespace, Node, Pod, PodGroup
+from ome_scheduler.kube.recorder import Recorder
+from ome_scheduler.metrics import Metrics
+from ome_scheduler.scheduler import Scheduler
+
+log = logs.get_logger()
+
+
+def apply_flags(cfg: KubeSchedulerConfiguration, opts: Options) -> None:
+    """Flags that override the file (``Options.ApplyTo``): only leader election with --config."""
+    le = cfg.leader_election
+    if opts.leader_elect is not None:
+        le.leader_elect = opts.leader_elect
+    if opts.leader_elect_lease_duration is not None:
+        le.lease_duration = opts.leader_elect_lease_duration
+    if opts.leader_elect_renew_deadline is not None:
+        le.renew_deadline = opts.leader_elect_renew_deadline
+    if opts.leader_elect_retry_period is not None:
+        le.retry_period = opts.leader_elect_retry_period
+    if opts.leader_elect_resource_lock is not None:
+        le.resource_lock = opts.leader_elect_resource_lock
+    if opts.leader_elect_resource_name is not None:
+        le.resource_name = opts.leader_elect_resource_name
+    if opts.leader_elect_resource_namespace is not None:
+        le.resource_namespace = opts.leader_elect_resource_namespace
+    if opts.config is None:
+        if opts.kube_api_qps is not None:
+            cfg.client_connection.qps = opts.kube_api_qps
+        if opts.kube_api_burst is not None:
+            cfg.client_connection.burst = opts.kube_api_burst
+
+
+class App:
+    """One scheduler process."""
+
+    def __init__(self, opts: Options, cfg: KubeSchedulerConfiguration, client: KubeClient) -> None:
+        self.opts = opts
+        self.cfg = cfg
+        self.client = client
+        self.metrics = Metrics()
+        self.recorder = Recorder(client)
+        self.scheduler = Scheduler(cfg, metrics=self.metrics, binder=client, recorder=self.recorder)
+        s = self.scheduler
+        self.informers: list[Informer[Any]] = [
+            Informer(
+                client,
+                "/api/v1/pods",
+                Pod,
+                name="pods",
+                params={"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"},
+                on_add=s.on_pod_add,
+                on_update=s.on_pod_update,
+                on_delete=s.on_pod_delete,
+            ),
+            Informer(
+                client,
+                "/api/v1/nodes",
+                Node,
+                name="nodes",
+                on_add=s.on_node_add,
+                on_update=s.on_node_update,
+                on_delete=s.on_node_delete,
+            ),
+            Informer(
+                client,
+                "/api/v1/namespaces",
+                Namespace,
+                name="namespaces",
+                on_add=s.on_namespace_add,
+                on_update=s.on_namespace_update,
+                on_delete=s.on_namespace_delete,
+            ),
+        ]
+        self.pod_group_informer: Informer[PodGroup] = Informer(
+            client,
+            "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",
+            PodGroup,
+            name="podgroups",
+            on_add=s.on_pod_group_add,
+            on_update=s.on_pod_group_update,
+            on_delete=s.on_pod_group_delete,
+        )
+        self.ready = asyncio.Event()
+        self.stop = asyncio.Event()
+
+    async def wait_synced(self) -> None:
+        # PodGroups first, so pods never see a "not resolvable" gap at start-up.
+        timeouts = [p.args.pod_group_sync_timeout_seconds for p in self.scheduler.gang_plugins]
+        wait = max((t for t in timeouts if t), default=0)
+        if wait:
+            try:
+                await asyncio.wait_for(self.pod_group_informer.synced.wait(), timeout=wait)
+            except TimeoutError:
+                log.info(
+                    "PodGroup informer not synced; continuing (is the PodGroup CRD installed?)", v=0, waitedSeconds=wait
+                )
+        for inf in self.informers:
+            await inf.synced.wait()
+        self.ready.set()
+        log.info("informers synced", v=2, nodes=self.scheduler.cache.num_nodes(), pods=len(self.scheduler.pods))
+
+    async def serve(self) -> None:
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self.pod_group_informer.run())
+            for inf in self.informers:
+                tg.create_task(inf.run())
+            await self.wait_synced()
+            tg.create_task(self.scheduler.queue.run())
+            tg.create_task(self.scheduler.gc_loop())
+            sched = tg.create_task(self.scheduler.run())
+            await self.stop.wait()
+            self.scheduler.stopping = True
+            self.scheduler.queue.close()
+            await sched
+            await self.scheduler.drain_bindings(timeout=10.0)
+            await self.recorder.drain(timeout=5.0)
+            raise _Shutdown
+
+
+class _Shutdown(Exception):
+    pass
+
+
+async def amain(opts: Options) -> int:
+    try:
+        logs.configure(opts.v, opts.logging_format)
+    except ValueError as exc:
+        sys.stderr.write(f"Error: {exc}\n")
+        return 1
+    try:
+        cfg = load_config(opts.config)
+        apply_flags(cfg, opts)
+    except ConfigError as exc:
+        sys.stderr.write(f"Error: invalid configuration: {exc}\n")
+        return 1
+    kubeconfig = opts.kubeconfig or cfg.client_connection.kubeconfig or None
+    try:
+        client = await KubeClient.connect(kubeconfig, qps=cfg.client_connection.qps, burst=cfg.client_connection.burst)
+    except Exception as exc:
+        sys.stderr.write(f"Error: cannot load credentials (--kubeconfig): {exc}\n")
+        return 1
+    try:
+        app = App(opts, cfg, client)
+    except ConfigError as exc:
+        sys.stderr.write(f"Error: invalid configuration: {exc}\n")
+        await client.close()
+        return 1
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, app.stop.set)
+    log.info("starting ome-scheduler", v=0, profiles=list(app.scheduler.frameworks), server=client.server)
+    try:
+        await app.serve()
+    except* _Shutdown:
+        pass
+    finally:
+        await client.close()
+    log.info("ome-scheduler stopped", v=0)
+    return 0
+
+
+def run(opts: Options) -> int:
+    """Run until stopped; returns the process exit status."""
+    return asyncio.run(amain(opts))

@@ -1,0 +1,198 @@
+"""The scheduler cache: nodes, the pods on them, and the pods this scheduler assumed.
+
+Mirrors ``pkg/scheduler/backend/cache/cache.go`` and ``node_tree.go``. Pods bound by any
+scheduler are accounted on their node, so other schedulers' pods count against capacity;
+a pod this scheduler picked a node for is *assumed* (accounted before its Binding is
+posted) until the informer shows it bound, or it is *forgotten* if binding fails. Assumed
+pods never expire (upstream's TTL is 0 since 1.30).
+
+The scheduling cycle runs synchronously on the event loop, so the cache itself is the
+cycle's snapshot: nothing can change between PreFilter and Reserve. ``node_infos()`` lists
+nodes in the node tree's order, which interleaves zones
+(``topology.kubernetes.io/region`` + ``zone``) round-robin like upstream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ome_scheduler.framework.types import NodeInfo, PodInfo
+from ome_scheduler.kube.objects import Node
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
+REGION_LABEL = "topology.kubernetes.io/region"
+
+
+@dataclass(slots=True)
+class _PodState:
+    info: PodInfo
+    node: str
+    assumed: bool
+    binding_finished: bool = False
+
+
+def _zone_of(node: Node) -> str:
+    labels = node.metadata.labels
+    region, zone = labels.get(REGION_LABEL, ""), labels.get(ZONE_LABEL, "")
+    if not region and not zone:
+        return ""
+    return f"{region}:\x00:{zone}"
+
+
+class SchedulerCache:
+    """Nodes by name plus pod accounting; every method is O(1) or O(pods on one node)."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, NodeInfo] = {}
+        self.pods: dict[str, _PodState] = {}
+        self._zones: dict[str, list[str]] = {}
+        self._node_zone: dict[str, str] = {}
+        self._list: list[NodeInfo] | None = None
+
+    # ---- node tree --------------------------------------------------------------------
+
+    def _tree_add(self, name: str, zone: str) -> None:
+        self._zones.setdefault(zone, []).append(name)
+        self._node_zone[name] = zone
+        self._list = None
+
+    def _tree_remove(self, name: str) -> None:
+        zone = self._node_zone.pop(name, None)
+        if zone is None:
+            return
+        names = self._zones.get(zone, [])
+        if name in names:
+            names.remove(name)
+        if not names:
+            self._zones.pop(zone, None)
+        self._list = None
+
+    def node_infos(self) -> list[NodeInfo]:
+        """Real nodes (with a Node object), zones interleaved round-robin."""
+        if self._list is None:
+            lists = list(self._zones.values())
+            out: list[NodeInfo] = []
+            i = 0
+            while True:
+                added = False
+                for names in lists:
+                    if i < len(names):
+                        ni = self.nodes.get(names[i])
+                        if ni is not None and ni.node is not None:
+                            out.append(ni)
+                        added = True
+                if not added:
+                    break
+                i += 1
+            self._list = out
+        return self._list
+
+    def num_nodes(self) -> int:
+        return len(self.node_infos())
+
+    # ---- nodes ------------------------------------------------------------------------
+
+    def add_or_update_node(self, node: Node) -> NodeInfo:
+        name = node.metadata.name
+        ni = self.nodes.get(name)
+        if ni is None:
+            ni = self.nodes[name] = NodeInfo(name)
+        old_zone = self._node_zone.get(name)
+        zone = _zone_of(node)
+        if old_zone is None:
+            self._tree_add(name, zone)
+        elif old_zone != zone:
+            self._tree_remove(name)
+            self._tree_add(name, zone)
+        elif ni.node is None:
+            self._list = None
+        ni.set_node(node)
+        return ni
+
+    def remove_node(self, name: str) -> None:
+        """Drop the node; its pods stay accounted on a ghost entry until they are deleted."""
+        ni = self.nodes.get(name)
+        if ni is None:
+            return
+        self._tree_remove(name)
+        ni.node = None
+        if not ni.pods:
+            del self.nodes[name]
+        self._list = None
+
+    def get_node_info(self, name: str) -> NodeInfo | None:
+        ni = self.nodes.get(name)
+        return ni if ni is not None and ni.node is not None else None
+
+    # ---- pods -------------------------------------------------------------------------
+
+    def _account(self, info: PodInfo, node: str) -> None:
+        ni = self.nodes.get(node)
+        if ni is None:
+            ni = self.nodes[node] = NodeInfo(node)
+        ni.add_pod(info)
+
+    def _unaccount(self, key: str, node: str) -> None:
+        ni = self.nodes.get(node)
+        if ni is None:
+            return
+        ni.remove_pod(key)
+        if ni.node is None and not ni.pods:
+            del self.nodes[node]
+
+    def is_assumed(self, key: str) -> bool:
+        st = self.pods.get(key)
+        return st is not None and st.assumed
+
+    def assume_pod(self, info: PodInfo, node: str) -> None:
+        """Account ``info`` on ``node`` before binding (``AssumePod``).
+
+        Raises:
+            ValueError: the pod is already in the cache.
+        """
+        key = info.uid or info.key
+        if key in self.pods:
+            raise ValueError(f"pod {info.key}({key}) is in the cache, so can't be assumed")
+        self.pods[key] = _PodState(info, node, assumed=True)
+        self._account(info, node)
+
+    def finish_binding(self, key: str) -> None:
+        st = self.pods.get(key)
+        if st is not None and st.assumed:
+            st.binding_finished = True
+
+    def forget_pod(self, key: str) -> bool:
+        """Undo an assumption after a failed Permit or Bind (``ForgetPod``); False if not assumed."""
+        st = self.pods.get(key)
+        if st is None or not st.assumed:
+            return False
+        del self.pods[key]
+        self._unaccount(key, st.node)
+        return True
+
+    def add_pod(self, info: PodInfo) -> None:
+        """A bound pod from the informer (any scheduler). Confirms a matching assumption."""
+        key = info.uid or info.key
+        node = info.pod.spec.node_name
+        st = self.pods.get(key)
+        if st is not None:
+            self._unaccount(key, st.node)
+        self.pods[key] = _PodState(info, node, assumed=False)
+        self._account(info, node)
+
+    def update_pod(self, info: PodInfo) -> None:
+        self.add_pod(info)
+
+    def remove_pod(self, key: str) -> None:
+        st = self.pods.pop(key, None)
+        if st is not None:
+            self._unaccount(key, st.node)
+
+    def pod_node(self, key: str) -> str | None:
+        st = self.pods.get(key)
+        return st.node if st is not None else None
+
+    def counts(self) -> tuple[int, int, int]:
+        """(nodes, pods, assumed pods) for ``scheduler_cache_size``."""
+        assumed = sum(1 for s in self.pods.values() if s.assumed)
+        return self.num_nodes(), len(self.pods), assumed

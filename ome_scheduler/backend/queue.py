@@ -1,0 +1,504 @@
+"""The scheduling queue: activeQ, backoffQ and the unschedulable pods, moved by queueing hints.
+
+Mirrors ``pkg/scheduler/backend/queue/{scheduling_queue,active_queue,backoff_queue}.go``
+(v1.35.4, queueing hints on, SchedulerPopFromBackoffQ on):
+
+* activeQ pops by the profile's QueueSort (PrioritySort: priority, then enqueue time).
+* A pod rejected by plugins goes to the unschedulable pods unless an event seen while it was
+  in flight makes a rejector plugin's hint answer Queue; then to backoffQ (or activeQ when
+  its backoff already expired). Backoff is ``initial * 2^(failures-1)`` capped at ``max``,
+  aligned to a 1 s window. Pods that failed with an error back off in a separate queue.
+* When activeQ is empty, ``pop`` takes the earliest pod of backoffQ (not of the error queue).
+* Cluster events move unschedulable pods whose rejector plugins registered a matching event
+  and whose hint answers Queue; pods stuck longer than 5 minutes are flushed anyway.
+* PreEnqueue (SchedulingGates) keeps gated pods among the unschedulable pods, un-attempted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ome_scheduler.framework.events import (
+    EVENT_ASSIGNED_POD_ADD,
+    EVENT_FORCE_ACTIVATE,
+    EVENT_UNSCHEDULABLE_TIMEOUT,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    QueueingHint,
+    pod_scheduling_properties_change,
+)
+from ome_scheduler.framework.types import PodInfo, QueuedPodInfo
+from ome_scheduler.kube.objects import Pod
+from ome_scheduler.logs import get_logger
+from ome_scheduler.metrics import Metrics
+
+log = get_logger()
+
+QUEUE_SKIP, QUEUE_AFTER_BACKOFF, QUEUE_IMMEDIATELY = 0, 1, 2
+ACTIVE, BACKOFF, UNSCHEDULABLE = "active", "backoff", "unschedulable"
+BACKOFF_WINDOW = 1.0
+"""``backoffQOrderingWindowDuration``: backoff expirations are aligned to this grid (s)."""
+
+HintMap = dict[ClusterEvent, list[tuple[str, ClusterEventWithHint]]]
+
+
+@dataclass
+class ProfileQueueing:
+    """What the queue needs from one profile (framework)."""
+
+    hints: HintMap
+    sort_key: Callable[[QueuedPodInfo], tuple[Any, ...]]
+    pre_enqueue: Callable[[PodInfo], Any]
+
+
+class _Heap:
+    """A heap with removal by uid (lazy deletion)."""
+
+    def __init__(self, key: Callable[[QueuedPodInfo], tuple[Any, ...]]) -> None:
+        self._key = key
+        self._heap: list[tuple[tuple[Any, ...], int, QueuedPodInfo]] = []
+        self._items: dict[str, QueuedPodInfo] = {}
+        self._seq = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, uid: str) -> bool:
+        return uid in self._items
+
+    def get(self, uid: str) -> QueuedPodInfo | None:
+        return self._items.get(uid)
+
+    def push(self, q: QueuedPodInfo) -> None:
+        uid = _uid(q)
+        self._items[uid] = q
+        heapq.heappush(self._heap, (self._key(q), next(self._seq), q))
+
+    def remove(self, uid: str) -> QueuedPodInfo | None:
+        return self._items.pop(uid, None)
+
+    def _clean(self) -> None:
+        h = self._heap
+        while h and self._items.get(_uid(h[0][2])) is not h[0][2]:
+            heapq.heappop(h)
+
+    def peek(self) -> QueuedPodInfo | None:
+        self._clean()
+        return self._heap[0][2] if self._heap else None
+
+    def pop(self) -> QueuedPodInfo | None:
+        self._clean()
+        if not self._heap:
+            return None
+        q = heapq.heappop(self._heap)[2]
+        del self._items[_uid(q)]
+        return q
+
+    def values(self) -> list[QueuedPodInfo]:
+        return list(self._items.values())
+
+
+def _uid(q: QueuedPodInfo) -> str:
+    return q.pod_info.uid or q.pod_info.key
+
+
+class SchedulingQueue:
+    """The PriorityQueue. All methods run on the event loop; ``pop`` awaits a pod."""
+
+    def __init__(
+        self,
+        profiles: dict[str, ProfileQueueing],
+        *,
+        metrics: Metrics,
+        initial_backoff: float = 1.0,
+        max_backoff: float = 10.0,
+        max_in_unschedulable: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.profiles = profiles
+        self.metrics = metrics
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self.max_in_unschedulable = max_in_unschedulable
+        self.clock = clock
+        first = next(iter(profiles.values()))
+        self.active = _Heap(first.sort_key)
+        self.backoff = _Heap(lambda q: (q.backoff_expiration, *first.sort_key(q)))
+        self.error_backoff = _Heap(lambda q: (q.backoff_expiration, *first.sort_key(q)))
+        self.unschedulable: dict[str, QueuedPodInfo] = {}
+        self.in_flight: dict[str, int] = {}
+        self._events: list[tuple[int, ClusterEvent, Any, Any]] = []
+        self._event_seq = itertools.count(1)
+        self._wakeup = asyncio.Event()
+        self.scheduling_cycle = 0
+        self.closed = False
+        self._all_events = [ev for p in profiles.values() for ev in p.hints]
+
+    # ---- bookkeeping ------------------------------------------------------------------
+
+    def _incoming(self, queue: str, event: str) -> None:
+        self.metrics.queue_incoming_pods.labels(queue, event).inc()
+
+    def _gauge(self) -> None:
+        gated = sum(1 for q in self.unschedulable.values() if q.gated)
+        m = self.metrics.pending_pods
+        m.labels(ACTIVE).set(len(self.active))
+        m.labels(BACKOFF).set(len(self.backoff) + len(self.error_backoff))
+        m.labels(UNSCHEDULABLE).set(len(self.unschedulable) - gated)
+        m.labels("gated").set(gated)
+
+    def _signal(self) -> None:
+        self._wakeup.set()
+
+    def _profile(self, q: QueuedPodInfo) -> ProfileQueueing | None:
+        return self.profiles.get(q.pod.spec.scheduler_name)
+
+    def _backoff_expiration(self, q: QueuedPodInfo) -> float:
+        """``getBackoffTime``: 0 when the pod never failed."""
+        if self.max_backoff == 0:
+            return 0.0
+        count = q.consecutive_errors_count or q.unschedulable_count
+        if count == 0:
+            return 0.0
+        if not q.backoff_expiration:
+            d = self.initial_backoff
+            for _ in range(count - 1):
+                d *= 2
+                if d > self.max_backoff:
+                    break
+            d = min(d, self.max_backoff)
+            q.backoff_expiration = math.floor((q.timestamp + d) / BACKOFF_WINDOW) * BACKOFF_WINDOW
+        return q.backoff_expiration
+
+    def _is_backing_off(self, q: QueuedPodInfo) -> bool:
+        bo = self._backoff_expiration(q)
+        return bo >= math.floor(self.clock() / BACKOFF_WINDOW) * BACKOFF_WINDOW and bo > 0
+
+    def _run_pre_enqueue(self, q: QueuedPodInfo) -> None:
+        p = self._profile(q)
+        q.gating_plugin = ""
+        if p is None:
+            return
+        s = p.pre_enqueue(q.pod_info)
+        if s is not None:
+            q.gating_plugin = s.plugin or "PreEnqueue"
+
+    def _remove_everywhere(self, uid: str) -> None:
+        self.unschedulable.pop(uid, None)
+        self.backoff.remove(uid)
+        self.error_backoff.remove(uid)
+
+    def _move_to_active(self, q: QueuedPodInfo, event: str, from_backoff: bool = False) -> bool:
+        if not from_backoff:
+            self._run_pre_enqueue(q)
+        uid = _uid(q)
+        if q.gated:
+            if uid in self.active or uid in self.backoff or uid in self.error_backoff or uid in self.unschedulable:
+                return False
+            self.unschedulable[uid] = q
+            self._incoming(UNSCHEDULABLE, event)
+            return False
+        if q.initial_attempt_timestamp is None:
+            q.initial_attempt_timestamp = time.time()
+        self._remove_everywhere(uid)
+        self.active.push(q)
+        self._incoming(ACTIVE, event)
+        self._signal()
+        return True
+
+    def _move_to_backoff(self, q: QueuedPodInfo, event: str) -> bool:
+        self._run_pre_enqueue(q)
+        uid = _uid(q)
+        if q.gated:
+            if uid not in self.unschedulable:
+                self.unschedulable[uid] = q
+                self._incoming(UNSCHEDULABLE, event)
+            return False
+        self.unschedulable.pop(uid, None)
+        self._backoff_expiration(q)
+        if not q.unschedulable_plugins and not q.pending_plugins:
+            self.backoff.remove(uid)
+            self.error_backoff.push(q)
+        else:
+            self.error_backoff.remove(uid)
+            self.backoff.push(q)
+        self._incoming(BACKOFF, event)
+        self._signal()
+        return True
+
+    def _requeue(self, q: QueuedPodInfo, strategy: int, event: str) -> str:
+        if strategy == QUEUE_SKIP:
+            self.unschedulable[_uid(q)] = q
+            self._incoming(UNSCHEDULABLE, event)
+            return UNSCHEDULABLE
+        if strategy == QUEUE_AFTER_BACKOFF and self._is_backing_off(q):
+            return BACKOFF if self._move_to_backoff(q, event) else UNSCHEDULABLE
+        return ACTIVE if self._move_to_active(q, event) else UNSCHEDULABLE
+
+    def _worth_requeuing(self, q: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> int:
+        """``isPodWorthRequeuing``."""
+        rejectors = q.unschedulable_plugins | q.pending_plugins
+        if not rejectors:
+            return QUEUE_AFTER_BACKOFF
+        if event.is_wildcard():
+            if isinstance(new, Pod) and (new.metadata.uid or new.metadata.name) != (
+                q.pod.metadata.uid or q.pod.metadata.name
+            ):
+                return QUEUE_SKIP
+            return QUEUE_AFTER_BACKOFF
+        p = self._profile(q)
+        if p is None:
+            return QUEUE_AFTER_BACKOFF
+        strategy = QUEUE_SKIP
+        for registered, hints in p.hints.items():
+            if not registered.matches(event):
+                continue
+            for plugin, ev in hints:
+                if plugin not in rejectors:
+                    continue
+                if ev.hint is None:
+                    hint = QueueingHint.QUEUE
+                else:
+                    try:
+                        hint = ev.hint(q.pod, old, new)
+                    except Exception as exc:
+                        log.error("QueueingHintFn returns error", plugin=plugin, event=event.label(), error=str(exc))
+                        hint = QueueingHint.QUEUE
+                if hint == QueueingHint.QUEUE_SKIP:
+                    continue
+                if plugin in q.pending_plugins:
+                    return QUEUE_IMMEDIATELY
+                if not q.pending_plugins:
+                    return QUEUE_AFTER_BACKOFF
+                strategy = QUEUE_AFTER_BACKOFF
+        return strategy
+
+    def _interesting(self, event: ClusterEvent) -> bool:
+        return event.is_wildcard() or any(r.matches(event) for r in self._all_events)
+
+    def _record_in_flight_event(self, event: ClusterEvent, old: Any, new: Any) -> None:
+        if self.in_flight:
+            self._events.append((next(self._event_seq), event, old, new))
+
+    # ---- public API -------------------------------------------------------------------
+
+    def add(self, pi: PodInfo) -> None:
+        """A new unscheduled pod (``Add``)."""
+        self._move_to_active(QueuedPodInfo(pi, timestamp=self.clock()), "PodAdd")
+        self._gauge()
+
+    def update(self, old: Pod | None, pi: PodInfo) -> None:
+        """An unscheduled pod changed (``Update``)."""
+        uid = pi.uid or pi.key
+        events = pod_scheduling_properties_change(pi.pod, old) if old is not None else []
+        if uid in self.in_flight:
+            for ev in events:
+                self._record_in_flight_event(ev, old, pi.pod)
+            return
+        for heap in (self.active, self.backoff, self.error_backoff):
+            q = heap.get(uid)
+            if q is not None:
+                heap.remove(uid)
+                q.pod_info = pi
+                heap.push(q)
+                return
+        q = self.unschedulable.get(uid)
+        if q is not None:
+            q.pod_info = pi
+            for ev in events:
+                hint = self._worth_requeuing(q, ev, old, pi.pod)
+                if hint == QUEUE_SKIP:
+                    continue
+                del self.unschedulable[uid]
+                where = self._requeue(q, hint, ev.label())
+                if where != UNSCHEDULABLE:
+                    break
+            self._gauge()
+            return
+        self._move_to_active(QueuedPodInfo(pi, timestamp=self.clock()), "UnschedulablePodUpdate")
+        self._gauge()
+
+    def delete(self, uid: str) -> None:
+        self.active.remove(uid)
+        self._remove_everywhere(uid)
+        self._gauge()
+
+    def contains(self, uid: str) -> bool:
+        return uid in self.active or uid in self.backoff or uid in self.error_backoff or uid in self.unschedulable
+
+    async def pop(self) -> QueuedPodInfo | None:
+        """``Pop``: the head of activeQ, else of backoffQ; waits while both are empty."""
+        while True:
+            if self.closed:
+                return None
+            q = self.active.pop()
+            if q is None:
+                q = self.backoff.pop()
+                if q is not None:
+                    self._incoming(ACTIVE, "PopFromBackoffQ")
+            if q is not None:
+                q.attempts += 1
+                q.backoff_expiration = 0.0
+                self.in_flight[_uid(q)] = next(self._event_seq)
+                self.scheduling_cycle += 1
+                profile = q.pod.spec.scheduler_name
+                for plugin in q.unschedulable_plugins | q.pending_plugins:
+                    self.metrics.unschedulable_pods.labels(plugin, profile).dec()
+                self._gauge()
+                return q
+            self._wakeup.clear()
+            await self._wakeup.wait()
+
+    def done(self, uid: str) -> None:
+        """The pod left its scheduling cycle (``Done``); drop events nobody needs."""
+        self.in_flight.pop(uid, None)
+        if not self.in_flight:
+            self._events.clear()
+        else:
+            oldest = min(self.in_flight.values())
+            self._events = [e for e in self._events if e[0] > oldest]
+
+    def add_unschedulable_if_not_present(self, q: QueuedPodInfo) -> None:
+        """``AddUnschedulableIfNotPresent``: requeue a pod that failed its cycle."""
+        uid = _uid(q)
+        try:
+            if self.contains(uid):
+                return
+            if not q.unschedulable_plugins and not q.pending_plugins:
+                q.consecutive_errors_count += 1
+            else:
+                q.unschedulable_count += 1
+                q.consecutive_errors_count = 0
+            q.timestamp = self.clock()
+            q.backoff_expiration = 0.0
+            profile = q.pod.spec.scheduler_name
+            for plugin in q.unschedulable_plugins | q.pending_plugins:
+                self.metrics.unschedulable_pods.labels(plugin, profile).inc()
+            strategy = self._hint_for_in_flight(q)
+            self._requeue(q, strategy, "ScheduleAttemptFailure")
+        finally:
+            self.done(uid)
+            self._gauge()
+
+    def _hint_for_in_flight(self, q: QueuedPodInfo) -> int:
+        if not q.unschedulable_plugins and not q.pending_plugins:
+            return QUEUE_AFTER_BACKOFF
+        start = self.in_flight.get(_uid(q), 0)
+        strategy = QUEUE_SKIP
+        for seq, ev, old, new in self._events:
+            if seq <= start:
+                continue
+            s = self._worth_requeuing(q, ev, old, new)
+            if s == QUEUE_IMMEDIATELY:
+                return s
+            if s == QUEUE_AFTER_BACKOFF:
+                strategy = s
+                if not q.pending_plugins:
+                    return s
+        return strategy
+
+    def activate(self, pods: Iterable[Pod]) -> None:
+        """``Activate``: move pods from unschedulable or backoff straight to activeQ."""
+        for pod in pods:
+            uid = pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
+            q = self.unschedulable.get(uid)
+            from_backoff = False
+            if q is None:
+                q = self.backoff.get(uid) or self.error_backoff.get(uid)
+                if q is None:
+                    if uid in self.in_flight:
+                        self._events.append((next(self._event_seq), EVENT_FORCE_ACTIVATE, None, pod))
+                    continue
+                from_backoff = True
+            self._move_to_active(q, "ForceActivate", from_backoff)
+        self._gauge()
+
+    def move_all_to_active_or_backoff(
+        self, event: ClusterEvent, old: Any, new: Any, precheck: Callable[[QueuedPodInfo], bool] | None = None
+    ) -> None:
+        """``MoveAllToActiveOrBackoffQueue`` over the unschedulable pods."""
+        if not self._interesting(event):
+            return
+        pods = [q for q in self.unschedulable.values() if precheck is None or precheck(q)]
+        self._move_pods(pods, event, old, new)
+
+    def _move_pods(self, pods: list[QueuedPodInfo], event: ClusterEvent, old: Any, new: Any) -> None:
+        if not self._interesting(event):
+            return
+        for q in pods:
+            if q.gated:
+                continue  # only an update of the pod itself can lift its scheduling gates
+            s = self._worth_requeuing(q, event, old, new)
+            if s == QUEUE_SKIP:
+                continue
+            self.unschedulable.pop(_uid(q), None)
+            self._requeue(q, s, event.label())
+        self._record_in_flight_event(event, old, new)
+        self._gauge()
+
+    def assigned_pod_added(self, pod: Pod, ns_labels: dict[str, str]) -> None:
+        """``AssignedPodAdded``: wake pods whose affinity terms match, or rejected by spread."""
+        self._move_pods(self._cross_topology(pod, ns_labels), EVENT_ASSIGNED_POD_ADD, None, pod)
+
+    def assigned_pod_updated(self, old: Pod, new: Pod, event: ClusterEvent, ns_labels: dict[str, str]) -> None:
+        if event.action & ActionType.UPDATE_POD_SCALE_DOWN:
+            self.move_all_to_active_or_backoff(event, old, new)
+        else:
+            self._move_pods(self._cross_topology(new, ns_labels), event, old, new)
+
+    def _cross_topology(self, pod: Pod, ns_labels: dict[str, str]) -> list[QueuedPodInfo]:
+        out = []
+        for q in self.unschedulable.values():
+            if "PodTopologySpread" in q.unschedulable_plugins and pod.metadata.namespace == q.pod.metadata.namespace:
+                out.append(q)
+                continue
+            if any(t.matches(pod, ns_labels) for t in q.pod_info.required_affinity_terms):
+                out.append(q)
+        return out
+
+    def flush_backoff_completed(self) -> None:
+        """``flushBackoffQCompleted``: pods whose backoff expired move to activeQ."""
+        for heap in (self.backoff, self.error_backoff):
+            while True:
+                q = heap.peek()
+                if q is None or self._is_backing_off(q):
+                    break
+                heap.pop()
+                self._move_to_active(q, "BackoffComplete", from_backoff=True)
+        self._gauge()
+
+    def flush_unschedulable_leftover(self) -> None:
+        """Pods unschedulable for longer than ``max_in_unschedulable`` seconds are retried."""
+        now = self.clock()
+        stale = [q for q in self.unschedulable.values() if now - q.timestamp > self.max_in_unschedulable]
+        if stale:
+            self._move_pods(stale, EVENT_UNSCHEDULABLE_TIMEOUT, None, None)
+
+    async def run(self) -> None:
+        """Periodic flushes: backoffQ every second, leftovers every 30 seconds."""
+        n = 0
+        while not self.closed:
+            await asyncio.sleep(BACKOFF_WINDOW)
+            self.flush_backoff_completed()
+            n += 1
+            if n % 30 == 0:
+                self.flush_unschedulable_leftover()
+
+    def close(self) -> None:
+        self.closed = True
+        self._signal()
+
+    def pending(self) -> dict[str, int]:
+        return {
+            ACTIVE: len(self.active),
+            BACKOFF: len(self.backoff) + len(self.error_backoff),
+            UNSCHEDULABLE: len(self.unschedulable),
+        }

@@ -1,0 +1,166 @@
+"""Load, default and validate a ``KubeSchedulerConfiguration`` file.
+
+Mirrors ``pkg/scheduler/apis/config/validation/validation.go`` for the checks that can be
+made before plugins exist (plugin arguments are validated by each plugin when its
+framework is built). Every error names the offending field path, for example
+``profiles[0].schedulerName: Required value``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import yaml
+
+from ome_scheduler.config.types import KubeSchedulerConfiguration, LeaderElection, Profile
+from ome_scheduler.framework.runtime import ConfigError
+
+DEFAULT_SCHEDULER_NAME = "ome-scheduler"
+
+DEFAULT_CONFIG: dict[str, Any] = {
+    "apiVersion": "kubescheduler.config.k8s.io/v1",
+    "kind": "KubeSchedulerConfiguration",
+    "leaderElection": {"leaderElect": True, "resourceName": "ome-scheduler", "resourceNamespace": "kube-system"},
+    "profiles": [
+        {
+            "schedulerName": DEFAULT_SCHEDULER_NAME,
+            "plugins": {
+                "multiPoint": {"enabled": [{"name": "OMEGangPack"}], "disabled": [{"name": "DefaultPreemption"}]},
+                "score": {
+                    "enabled": [{"name": "NodeResourcesFit", "weight": 10}, {"name": "OMEGangPack", "weight": 10}],
+                    "disabled": [{"name": "PodTopologySpread"}],
+                },
+            },
+            "pluginConfig": [
+                {
+                    "name": "OMEGangPack",
+                    "args": {
+                        "podGroupTopologyKeyAnnotation": "ome.io/topology-key",
+                        "unsupportedPlacementGroupLabel": "ome.io/placement-group",
+                        "defaultPermitTimeoutSeconds": 600,
+                        "podGroupSyncTimeoutSeconds": 30,
+                        "gcIntervalSeconds": 60,
+                        "standaloneDomainPacking": True,
+                    },
+                },
+                {
+                    "name": "NodeResourcesFit",
+                    "args": {
+                        "scoringStrategy": {
+                            "type": "MostAllocated",
+                            "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}],
+                        }
+                    },
+                },
+            ],
+        }
+    ],
+}
+"""Used without ``--config``: the chart's default profile (README, "Configuration")."""
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for p in loc:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        else:
+            out += ("." if out else "") + str(p)
+    return out
+
+
+def parse_config(data: Any, source: str = "config") -> KubeSchedulerConfiguration:
+    """Validate a decoded YAML document.
+
+    Raises:
+        ConfigError: naming the first invalid field.
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: a KubeSchedulerConfiguration object is required")
+    if data.get("apiVersion") not in (None, "kubescheduler.config.k8s.io/v1"):
+        raise ConfigError(
+            f'{source}: apiVersion: Unsupported value: "{data.get("apiVersion")}": supported values: '
+            '"kubescheduler.config.k8s.io/v1"'
+        )
+    try:
+        cfg = KubeSchedulerConfiguration.model_validate(data)
+    except pydantic.ValidationError as exc:
+        e = exc.errors()[0]
+        loc = _path(tuple(e["loc"]))
+        if e["type"] == "extra_forbidden":
+            raise ConfigError(f'{source}: strict decoding error: unknown field "{loc}"') from None
+        raise ConfigError(f"{source}: {loc}: Invalid value: {e.get('input')!r}: {e['msg']}") from None
+    validate(cfg, source)
+    return cfg
+
+
+def validate(cfg: KubeSchedulerConfiguration, source: str = "config") -> None:
+    """The cross-field checks of ``ValidateKubeSchedulerConfiguration``."""
+    if cfg.pod_max_backoff_seconds < cfg.pod_initial_backoff_seconds:
+        raise ConfigError(
+            f"{source}: podMaxBackoffSeconds: Invalid value: {cfg.pod_max_backoff_seconds}: "
+            "must be greater than or equal to PodInitialBackoffSeconds"
+        )
+    if not cfg.profiles:
+        raise ConfigError(f"{source}: profiles: Required value")
+    seen: set[str] = set()
+    for i, p in enumerate(cfg.profiles):
+        if not p.scheduler_name:
+            raise ConfigError(f"{source}: profiles[{i}].schedulerName: Required value")
+        if p.scheduler_name in seen:
+            raise ConfigError(f'{source}: profiles[{i}].schedulerName: Duplicate value: "{p.scheduler_name}"')
+        seen.add(p.scheduler_name)
+    if cfg.extenders:
+        raise ConfigError(f"{source}: extenders: Forbidden: scheduler extenders are not supported by ome-scheduler")
+    le: LeaderElection = cfg.leader_election
+    if le.leader_elect:
+        if le.lease_duration <= 0:
+            raise ConfigError(f"{source}: leaderElection.leaseDuration: Invalid value: must be greater than zero")
+        if le.renew_deadline <= 0:
+            raise ConfigError(f"{source}: leaderElection.renewDeadline: Invalid value: must be greater than zero")
+        if le.retry_period <= 0:
+            raise ConfigError(f"{source}: leaderElection.retryPeriod: Invalid value: must be greater than zero")
+        if le.lease_duration <= le.renew_deadline:
+            raise ConfigError(
+                f"{source}: leaderElection.leaseDuration: Invalid value: "
+                "leaseDuration must be greater than renewDeadline"
+            )
+        if le.resource_lock not in ("leases",):
+            raise ConfigError(
+                f'{source}: leaderElection.resourceLock: Unsupported value: "{le.resource_lock}": '
+                'supported values: "leases"'
+            )
+        if not le.resource_name:
+            raise ConfigError(f"{source}: leaderElection.resourceName: Required value")
+    if cfg.client_connection.qps < 0:
+        raise ConfigError(f"{source}: clientConnection.qps: Invalid value: must not be negative")
+
+
+def load_config(path: str | None) -> KubeSchedulerConfiguration:
+    """Read ``--config`` (or the built-in default when ``None``).
+
+    Raises:
+        ConfigError: unreadable file, bad YAML or invalid content, naming the argument.
+    """
+    if path is None:
+        return parse_config(DEFAULT_CONFIG, "default configuration")
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"--config: cannot read {path}: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--config: {path} is not valid YAML: {exc}") from None
+    return parse_config(data, path)
+
+
+def profile_percentage(cfg: KubeSchedulerConfiguration, p: Profile) -> int | None:
+    """The profile's ``percentageOfNodesToScore``, else the global one (None: adaptive)."""
+    return (
+        p.percentage_of_nodes_to_score
+        if p.percentage_of_nodes_to_score is not None
+        else cfg.percentage_of_nodes_to_score
+    )

@@ -1,0 +1,556 @@
+"""The framework runtime: builds a profile's plugins and runs its extension points.
+
+Mirrors ``pkg/scheduler/framework/runtime/framework.go`` (v1.35.4): multiPoint expansion and
+ordering, PreFilter result merging (``node(s) didn't satisfy plugin ...``), Filter stopping
+at the first rejecting plugin, PostFilter message collection, weighted Score sums, Reserve
+and Unreserve (in reverse), Permit with waiting pods, and Bind trying plugins in order
+until one does not Skip. It also defines :class:`FitError`, whose text is byte-for-byte
+upstream's ``0/N nodes are available: ...``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ome_scheduler.config.types import PluginRef, Plugins, PluginSet, Profile
+from ome_scheduler.framework.events import ClusterEvent, ClusterEventWithHint
+from ome_scheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    BindPlugin,
+    CycleState,
+    FilterPlugin,
+    Handle,
+    NodeToStatus,
+    PermitPlugin,
+    Plugin,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+    QueueSortPlugin,
+    ReservePlugin,
+    ScorePlugin,
+)
+from ome_scheduler.framework.status import Code, Status
+from ome_scheduler.framework.types import NodeInfo, PodInfo
+from ome_scheduler.framework.waiting_pods import WaitingPod, WaitingPodsMap
+from ome_scheduler.metrics import Metrics
+
+
+class ConfigError(ValueError):
+    """An invalid configuration; the message names the offending argument."""
+
+
+PluginFactory = Callable[[dict[str, Any] | None, Handle, "FrameworkOptions"], Plugin]
+
+
+@dataclass
+class FrameworkOptions:
+    """What plugin constructors may read besides their own args."""
+
+    scheduler_name: str
+    metrics: Metrics
+    parallelism: int = 16
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+_POINTS: tuple[tuple[str, type[Plugin]], ...] = (
+    ("preEnqueue", PreEnqueuePlugin),
+    ("queueSort", QueueSortPlugin),
+    ("preFilter", PreFilterPlugin),
+    ("filter", FilterPlugin),
+    ("postFilter", PostFilterPlugin),
+    ("preScore", PreScorePlugin),
+    ("score", ScorePlugin),
+    ("reserve", ReservePlugin),
+    ("permit", PermitPlugin),
+    ("preBind", PreBindPlugin),
+    ("bind", BindPlugin),
+    ("postBind", PostBindPlugin),
+)
+
+
+def merge_plugin_set(default: PluginSet, custom: PluginSet) -> PluginSet:
+    """``mergePluginSet`` (``apis/config/v1/default_plugins.go``): custom settings over defaults.
+
+    Disabled names (or ``*``) drop defaults; a custom entry for a default plugin replaces it
+    in place; remaining custom entries are appended in their order.
+    """
+    disabled = {p.name for p in custom.disabled} | {p.name for p in default.disabled}
+    disabled_list = [PluginRef(name=p.name) for p in custom.disabled] + [
+        PluginRef(name=p.name) for p in default.disabled
+    ]
+    custom_enabled = {p.name: (i, p) for i, p in enumerate(custom.enabled)}
+    replaced: set[int] = set()
+    enabled: list[PluginRef] = []
+    if "*" not in disabled:
+        for d in default.enabled:
+            if d.name in disabled:
+                continue
+            if d.name in custom_enabled:
+                i, c = custom_enabled[d.name]
+                enabled.append(c)
+                replaced.add(i)
+            else:
+                enabled.append(d)
+    for i, c in enumerate(custom.enabled):
+        if i not in replaced:
+            enabled.append(c)
+    return PluginSet(enabled=enabled, disabled=disabled_list)
+
+
+def merge_plugins(default: Plugins, custom: Plugins | None) -> Plugins:
+    """``mergePlugins``: merge every extension point's set."""
+    if custom is None:
+        return default
+    out: dict[str, PluginSet] = {"multi_point": merge_plugin_set(default.multi_point, custom.multi_point)}
+    for camel, _ in _POINTS:
+        snake = "".join("_" + c.lower() if c.isupper() else c for c in camel)
+        out[snake] = merge_plugin_set(default.point(camel), custom.point(camel))
+    return Plugins(**out)
+
+
+@dataclass
+class Diagnosis:
+    """``framework.Diagnosis``: why a pod did not fit."""
+
+    node_to_status: NodeToStatus = field(default_factory=NodeToStatus)
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    pending_plugins: set[str] = field(default_factory=set)
+    pre_filter_msg: str = ""
+    post_filter_msg: str = ""
+
+    def add_plugin_status(self, s: Status) -> None:
+        if not s.plugin:
+            return
+        if s.is_rejected():
+            self.unschedulable_plugins.add(s.plugin)
+        if s.code == Code.PENDING:
+            self.pending_plugins.add(s.plugin)
+
+
+class FitError(Exception):
+    """``framework.FitError``: no node fits; ``str()`` is the FailedScheduling message."""
+
+    def __init__(self, pod: PodInfo, num_all_nodes: int, diagnosis: Diagnosis) -> None:
+        super().__init__()
+        self.pod = pod
+        self.num_all_nodes = num_all_nodes
+        self.diagnosis = diagnosis
+
+    def __str__(self) -> str:
+        d = self.diagnosis
+        msg = f"0/{self.num_all_nodes} nodes are available:"
+        if d.pre_filter_msg:
+            msg += f" {d.pre_filter_msg}."
+        else:
+            reasons: dict[str, int] = {}
+            for st in d.node_to_status.statuses.values():
+                for r in st.reasons:
+                    reasons[r] = reasons.get(r, 0) + 1
+            n = len(d.node_to_status)
+            if n < self.num_all_nodes:
+                for r in d.node_to_status.absent.reasons:
+                    reasons[r] = reasons.get(r, 0) + self.num_all_nodes - n
+            hist = sorted(f"{v} {k}" for k, v in reasons.items())
+            if hist:
+                msg += " " + ", ".join(hist) + "."
+        if d.post_filter_msg:
+            msg += f" {d.post_filter_msg}"
+        return msg
+
+
+class Framework:
+    """One profile's plugins, ordered per extension point, and the code that runs them.
+
+    Raises ConfigError from the constructor when a plugin is unknown, registered twice at
+    one point, or rejects its arguments.
+    """
+
+    def __init__(
+        self,
+        profile: Profile,
+        default_plugins: Plugins,
+        registry: dict[str, PluginFactory],
+        handle: Handle,
+        options: FrameworkOptions,
+        profile_index: int = 0,
+    ) -> None:
+        self.profile_name = profile.scheduler_name
+        self.percentage_of_nodes_to_score = profile.percentage_of_nodes_to_score
+        self.metrics = options.metrics
+        self.handle = handle
+        self.waiting_pods = WaitingPodsMap()
+        plugins = merge_plugins(default_plugins.model_copy(deep=True), profile.plugins)
+        args_by_name: dict[str, dict[str, Any] | None] = {}
+        for i, pc in enumerate(profile.plugin_config):
+            if pc.name in args_by_name:
+                raise ConfigError(f"profiles[{profile_index}].pluginConfig[{i}]: Duplicate value: {pc.name!r}")
+            args_by_name[pc.name] = pc.args
+        needed: list[str] = []
+        for p in plugins.multi_point.enabled:
+            needed.append(p.name)
+        for camel, _ in _POINTS:
+            needed.extend(p.name for p in plugins.point(camel).enabled)
+        self.plugins: dict[str, Plugin] = {}
+        for name in needed:
+            if name in self.plugins:
+                continue
+            factory = registry.get(name)
+            if factory is None:
+                raise ConfigError(
+                    f"profiles[{profile_index}].plugins: Invalid value: {name!r}: plugin {name!r} does not exist"
+                )
+            try:
+                self.plugins[name] = factory(args_by_name.get(name), handle, options)
+            except ConfigError as exc:
+                raise ConfigError(f"profiles[{profile_index}].pluginConfig[{name}].args: {exc}") from exc
+        for name in args_by_name:
+            if name not in self.plugins:
+                raise ConfigError(
+                    f"profiles[{profile_index}].pluginConfig: Invalid value: {name!r}: "
+                    "plugin config for a plugin that is not enabled"
+                )
+        self.score_weights: dict[str, int] = {}
+        for p in plugins.multi_point.enabled:
+            if p.weight:
+                self.score_weights[p.name] = p.weight
+        for p in plugins.score.enabled:
+            if p.weight:
+                self.score_weights[p.name] = p.weight
+        points: dict[str, list[Plugin]] = {}
+        for camel, base in _POINTS:
+            points[camel] = self._expand(camel, base, plugins)
+        self.pre_enqueue_plugins: list[PreEnqueuePlugin] = points["preEnqueue"]  # type: ignore[assignment]
+        qs = points["queueSort"]
+        if len(qs) != 1:
+            raise ConfigError(
+                f"profiles[{profile_index}].plugins.queueSort: Invalid value: {len(qs)}: "
+                "only one queue sort plugin required for profile"
+            )
+        self.queue_sort: QueueSortPlugin = qs[0]  # type: ignore[assignment]
+        self.pre_filter_plugins: list[PreFilterPlugin] = points["preFilter"]  # type: ignore[assignment]
+        self.filter_plugins: list[FilterPlugin] = points["filter"]  # type: ignore[assignment]
+        self.post_filter_plugins: list[PostFilterPlugin] = points["postFilter"]  # type: ignore[assignment]
+        self.pre_score_plugins: list[PreScorePlugin] = points["preScore"]  # type: ignore[assignment]
+        self.score_plugins: list[ScorePlugin] = points["score"]  # type: ignore[assignment]
+        self.reserve_plugins: list[ReservePlugin] = points["reserve"]  # type: ignore[assignment]
+        self.permit_plugins: list[PermitPlugin] = points["permit"]  # type: ignore[assignment]
+        self.pre_bind_plugins: list[PreBindPlugin] = points["preBind"]  # type: ignore[assignment]
+        self.bind_plugins: list[BindPlugin] = points["bind"]  # type: ignore[assignment]
+        if not self.bind_plugins:
+            raise ConfigError(
+                f"profiles[{profile_index}].plugins.bind: Invalid value: at least one bind plugin is needed"
+            )
+        self.post_bind_plugins: list[PostBindPlugin] = points["postBind"]  # type: ignore[assignment]
+        for pl in self.score_plugins:
+            w = self.score_weights.setdefault(pl.name, 1)
+            if w <= 0 or w > 10_000_000:
+                raise ConfigError(f"profiles[{profile_index}].plugins.score: Invalid value: {w}: weight of {pl.name}")
+
+    def _expand(self, camel: str, base: type[Plugin], plugins: Plugins) -> list[Plugin]:
+        """``expandMultiPointPlugins`` for one extension point."""
+        ps = plugins.point(camel)
+        enabled = [p.name for p in ps.enabled]
+        disabled = {p.name for p in ps.disabled}
+        for n in enabled:
+            if not isinstance(self.plugins[n], base):
+                raise ConfigError(f"plugin {n!r} does not extend {camel} plugin")
+        if "*" in disabled:
+            return [self.plugins[n] for n in enabled]
+        multi: list[str] = []
+        overrides: list[str] = []
+        for p in plugins.multi_point.enabled:
+            pl = self.plugins[p.name]
+            if not isinstance(pl, base) or p.name in disabled:
+                continue
+            if p.name in enabled:
+                overrides.append(p.name)
+                continue
+            if p.name in multi:
+                raise ConfigError(f"plugin {p.name!r} already registered as {camel!r}")
+            multi.append(p.name)
+        order = [n for n in enabled if n in overrides] + multi + [n for n in enabled if n not in overrides]
+        seen: list[str] = []
+        for n in order:
+            if n not in seen:
+                seen.append(n)
+        return [self.plugins[n] for n in seen]
+
+    # ---- queueing -------------------------------------------------------------------
+
+    def events_to_register(self) -> dict[ClusterEvent, list[tuple[str, ClusterEventWithHint]]]:
+        """Every plugin's registered events, as the queue's queueing-hint map."""
+        out: dict[ClusterEvent, list[tuple[str, ClusterEventWithHint]]] = {}
+        for name, pl in self.plugins.items():
+            if not isinstance(pl, PreEnqueuePlugin | PreFilterPlugin | FilterPlugin | ReservePlugin | PermitPlugin):
+                continue
+            for ev in pl.events_to_register():
+                out.setdefault(ev.event, []).append((name, ev))
+        return out
+
+    def run_pre_enqueue(self, pod: PodInfo) -> Status | None:
+        for pl in self.pre_enqueue_plugins:
+            s = pl.pre_enqueue(pod)
+            if s is not None and not s.is_success():
+                return s.with_plugin(pl.name)
+        return None
+
+    # ---- scheduling cycle -----------------------------------------------------------
+
+    def _observe(self, point: str, status: Status | None, start: float) -> None:
+        code = "Success" if status is None else status.code.label()
+        self.metrics.framework_extension_point_duration.labels(point, code, self.profile_name).observe(
+            time.perf_counter() - start
+        )
+
+    def _plugin_metric(self, state: CycleState, plugin: str, point: str, status: Status | None, start: float) -> None:
+        if state.record_plugin_metrics:
+            code = "Success" if status is None else status.code.label()
+            self.metrics.plugin_execution_duration.labels(plugin, point, code).observe(time.perf_counter() - start)
+
+    def run_pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> tuple[set[str] | None, Status | None, set[str]]:
+        """``RunPreFilterPlugins``: (node names or None for all, status, plugins that narrowed)."""
+        start = time.perf_counter()
+        result: set[str] | None = None
+        with_nodes: set[str] = set()
+        ret: Status | None = None
+        try:
+            for pl in self.pre_filter_plugins:
+                t0 = time.perf_counter()
+                try:
+                    r, s = pl.pre_filter(state, pod, nodes)
+                except Exception as exc:  # a plugin bug must not kill the loop
+                    r, s = None, Status.as_error(exc)
+                self._plugin_metric(state, pl.name, "PreFilter", s, t0)
+                if s is not None and s.is_skip():
+                    state.skip_filter_plugins.add(pl.name)
+                    continue
+                if s is not None and not s.is_success():
+                    s.plugin = pl.name
+                    if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                        ret = s
+                        return None, s, set()
+                    if s.code == Code.UNSCHEDULABLE:
+                        ret = s
+                        continue
+                    ret = Status(Code.ERROR, f'running PreFilter plugin "{pl.name}": {s.message()}', plugin=pl.name)
+                    return None, ret, set()
+                if r is not None:
+                    with_nodes.add(pl.name)
+                    result = set(r) if result is None else result & r
+                    if not result:
+                        names = sorted(with_nodes)
+                        msg = (
+                            f"node(s) didn't satisfy plugin {names[0]}"
+                            if len(names) == 1
+                            else f"node(s) didn't satisfy plugin(s) [{' '.join(names)}] simultaneously"
+                        )
+                        ret = Status.unresolvable(msg)
+                        return result, ret, with_nodes
+            return result, ret, with_nodes
+        finally:
+            self._observe("PreFilter", ret, start)
+
+    def run_filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        """``RunFilterPlugins``: the first rejecting plugin's status, or None."""
+        skip = state.skip_filter_plugins
+        for pl in self.filter_plugins:
+            if skip and pl.name in skip:
+                continue
+            try:
+                s = pl.filter(state, pod, node)
+            except Exception as exc:
+                s = Status.as_error(exc)
+            if s is not None and not s.is_success():
+                if not s.is_rejected():
+                    s = Status(Code.ERROR, f'running "{pl.name}" filter plugin: {s.message()}', error=s.error)
+                s.plugin = pl.name
+                return s
+        return None
+
+    def run_post_filter(self, state: CycleState, pod: PodInfo, statuses: NodeToStatus) -> Status:
+        """``RunPostFilterPlugins``: Unschedulable with every plugin's reasons unless one succeeds."""
+        start = time.perf_counter()
+        reasons: list[str] = []
+        rejector = ""
+        result: Status
+        for pl in self.post_filter_plugins:
+            try:
+                s = pl.post_filter(state, pod, statuses)
+            except Exception as exc:
+                s = Status.as_error(exc)
+            if s is None or s.is_success():
+                result = s or Status(Code.SUCCESS)
+                self._observe("PostFilter", result, start)
+                return result
+            if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                self._observe("PostFilter", s, start)
+                return s.with_plugin(pl.name)
+            if not s.is_rejected():
+                result = Status(Code.ERROR, s.message(), plugin=pl.name)
+                self._observe("PostFilter", result, start)
+                return result
+            reasons.extend(s.reasons)
+            rejector = rejector or pl.name
+        result = Status(Code.UNSCHEDULABLE, *reasons, plugin=rejector)
+        self._observe("PostFilter", result, start)
+        return result
+
+    def has_score_plugins(self) -> bool:
+        return bool(self.score_plugins)
+
+    def run_pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
+        start = time.perf_counter()
+        ret: Status | None = None
+        for pl in self.pre_score_plugins:
+            t0 = time.perf_counter()
+            s = pl.pre_score(state, pod, nodes)
+            self._plugin_metric(state, pl.name, "PreScore", s, t0)
+            if s is not None and s.is_skip():
+                state.skip_score_plugins.add(pl.name)
+                continue
+            if s is not None and not s.is_success():
+                ret = Status(Code.ERROR, f'running PreScore plugin "{pl.name}": {s.message()}', plugin=pl.name)
+                break
+        self._observe("PreScore", ret, start)
+        return ret
+
+    def run_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
+        """``RunScorePlugins``: per node, the sum over plugins of normalised score x weight.
+
+        Raises:
+            ValueError: a plugin returned a score outside ``0..100`` after normalising.
+        """
+        start = time.perf_counter()
+        totals = [0] * len(nodes)
+        skip = state.skip_score_plugins
+        for pl in self.score_plugins:
+            if pl.name in skip:
+                continue
+            t0 = time.perf_counter()
+            scores = pl.score(state, pod, nodes)
+            pl.normalize_score(state, pod, scores)
+            self._plugin_metric(state, pl.name, "Score", None, t0)
+            w = self.score_weights.get(pl.name, 1)
+            for i, sc in enumerate(scores):
+                if sc > MAX_NODE_SCORE or sc < 0:
+                    raise ValueError(
+                        f'plugin "{pl.name}" returns an invalid score {sc}, it should in the range of '
+                        f"[0, {MAX_NODE_SCORE}] after normalizing"
+                    )
+                totals[i] += sc * w
+        self._observe("Score", None, start)
+        return totals
+
+    def run_reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
+        start = time.perf_counter()
+        ret: Status | None = None
+        for pl in self.reserve_plugins:
+            try:
+                s = pl.reserve(state, pod, node)
+            except Exception as exc:
+                s = Status.as_error(exc)
+            if s is not None and not s.is_success():
+                if s.is_rejected():
+                    ret = s.with_plugin(pl.name)
+                else:
+                    ret = Status(Code.ERROR, f'running Reserve plugin "{pl.name}": {s.message()}', plugin=pl.name)
+                break
+        self._observe("Reserve", ret, start)
+        return ret
+
+    def run_unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        """``RunReservePluginsUnreserve``: every reserve plugin, in reverse order."""
+        start = time.perf_counter()
+        for pl in reversed(self.reserve_plugins):
+            pl.unreserve(state, pod, node)
+        self._observe("Unreserve", None, start)
+
+    def run_permit(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
+        """``RunPermitPlugins``: Wait parks the pod in :attr:`waiting_pods`."""
+        start = time.perf_counter()
+        waits: dict[str, float] = {}
+        ret: Status | None = None
+        for pl in self.permit_plugins:
+            try:
+                s, timeout = pl.permit(state, pod, node)
+            except Exception as exc:
+                s, timeout = Status.as_error(exc), 0.0
+            if s is None or s.is_success():
+                continue
+            if s.is_rejected():
+                ret = s.with_plugin(pl.name)
+                self._observe("Permit", ret, start)
+                return ret
+            if s.is_wait():
+                waits[pl.name] = timeout
+            else:
+                ret = Status(Code.ERROR, f'running Permit plugin "{pl.name}": {s.message()}', plugin=pl.name)
+                self._observe("Permit", ret, start)
+                return ret
+        if waits:
+            self.waiting_pods.add(WaitingPod(pod, node, waits))
+            ret = Status(Code.WAIT, f'one or more plugins asked to wait and no plugin rejected pod "{pod.name}"')
+        self._observe("Permit", ret, start)
+        return ret
+
+    def will_wait_on_permit(self, pod: PodInfo) -> bool:
+        return self.waiting_pods.get(pod.uid) is not None
+
+    async def wait_on_permit(self, pod: PodInfo) -> Status | None:
+        """``WaitOnPermit``: block until the waiting pod is allowed or rejected."""
+        wp = self.waiting_pods.get(pod.uid)
+        if wp is None:
+            return None
+        start = time.perf_counter()
+        try:
+            s = await wp.wait()
+        finally:
+            self.waiting_pods.remove(pod.uid)
+        code = "Success" if s is None else s.code.label()
+        self.metrics.permit_wait_duration.labels(code).observe(time.perf_counter() - start)
+        return s
+
+    def iterate_waiting_pods(self) -> Iterable[WaitingPod]:
+        return self.waiting_pods.values()
+
+    # ---- binding cycle --------------------------------------------------------------
+
+    async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
+        start = time.perf_counter()
+        ret: Status | None = None
+        for pl in self.pre_bind_plugins:
+            s = await pl.pre_bind(state, pod, node)
+            if s is not None and s.is_skip():
+                continue
+            if s is not None and not s.is_success():
+                ret = s.with_plugin(pl.name)
+                break
+        self._observe("PreBind", ret, start)
+        return ret
+
+    async def run_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
+        start = time.perf_counter()
+        ret: Status | None = Status(Code.SKIP)
+        for pl in self.bind_plugins:
+            s = await pl.bind(state, pod, node)
+            if s is not None and s.is_skip():
+                continue
+            ret = s.with_plugin(pl.name) if s is not None else None
+            break
+        self._observe("Bind", ret, start)
+        return ret
+
+    def run_post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        start = time.perf_counter()
+        for pl in self.post_bind_plugins:
+            pl.post_bind(state, pod, node)
+        self._observe("PostBind", None, start)

@@ -1,0 +1,573 @@
+"""The scheduler's hot-path records: Resource, PodInfo, NodeInfo, QueuedPodInfo.
+
+Mirrors ``pkg/scheduler/framework/types.go`` and ``k8s.io/kube-scheduler/framework/types.go``
+(v1.35.4). Every record is slotted and computed once per object event, so Filter and Score
+plugins read attributes and never walk API dicts. Units: cpu in millicores, memory and
+ephemeral storage in bytes, every other resource as its integer ``Value()``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from ome_scheduler.kube.objects import Node, Pod, PodAffinityTerm, Taint, WeightedPodAffinityTerm
+from ome_scheduler.util.labels import NodeSelectorMatcher, Selector
+from ome_scheduler.util.quantity import milli_value, value
+
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+"""The scheduler-plugins label that names a pod's PodGroup (``apis/scheduling/v1alpha1``)."""
+
+DEFAULT_MILLI_CPU_REQUEST = 100
+"""``pkg/scheduler/util/pod_resources.go``: cpu assumed for scoring when none is requested."""
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+"""Memory (bytes) assumed for scoring when none is requested."""
+
+_generation = itertools.count(1)
+
+
+def next_generation() -> int:
+    """A process-wide increasing counter stamped on NodeInfos when they change."""
+    return next(_generation)
+
+
+def is_extended_resource_name(name: str) -> bool:
+    """``v1helper.IsExtendedResourceName``: a domain-prefixed name outside ``kubernetes.io/``."""
+    if "/" not in name or "kubernetes.io/" in name or name.startswith("requests."):
+        return False
+    from ome_scheduler.util.validation import is_qualified_name
+
+    return not is_qualified_name("requests." + name)
+
+
+@lru_cache(maxsize=1024)
+def is_scalar_resource_name(name: str) -> bool:
+    """``schedutil.IsScalarResourceName``: extended, hugepages, prefixed native or attachable volumes."""
+    return (
+        name.startswith("hugepages-")
+        or "kubernetes.io/" in name
+        or name.startswith("attachable-volumes-")
+        or is_extended_resource_name(name)
+    )
+
+
+class Resource:
+    """``framework.Resource``: a bag of resource amounts.
+
+    Attributes are millicores (``milli_cpu``), bytes (``memory``, ``ephemeral_storage``), a pod
+    count (``allowed_pod_number``) and integer values for scalar resources (``scalar``, keyed
+    by resource name such as ``nvidia.com/gpu`` or ``hugepages-2Mi``).
+    """
+
+    __slots__ = ("milli_cpu", "memory", "ephemeral_storage", "allowed_pod_number", "scalar")
+
+    def __init__(
+        self,
+        milli_cpu: int = 0,
+        memory: int = 0,
+        ephemeral_storage: int = 0,
+        allowed_pod_number: int = 0,
+        scalar: dict[str, int] | None = None,
+    ) -> None:
+        self.milli_cpu = milli_cpu
+        self.memory = memory
+        self.ephemeral_storage = ephemeral_storage
+        self.allowed_pod_number = allowed_pod_number
+        self.scalar: dict[str, int] = scalar if scalar is not None else {}
+
+    @classmethod
+    def from_list(cls, rl: Mapping[str, str]) -> Resource:
+        """``NewResource``: parse a ResourceList (quantity strings)."""
+        r = cls()
+        r.add_list(rl)
+        return r
+
+    def add_list(self, rl: Mapping[str, str]) -> None:
+        """``Resource.Add``: add a ResourceList, ignoring names that are not resources."""
+        for name, q in rl.items():
+            if name == "cpu":
+                self.milli_cpu += milli_value(q)
+            elif name == "memory":
+                self.memory += value(q)
+            elif name == "pods":
+                self.allowed_pod_number += value(q)
+            elif name == "ephemeral-storage":
+                self.ephemeral_storage += value(q)
+            elif is_scalar_resource_name(name):
+                self.scalar[name] = self.scalar.get(name, 0) + value(q)
+
+    def add(self, other: Resource, sign: int = 1) -> None:
+        """Add (or with ``sign=-1`` subtract) another Resource in place."""
+        self.milli_cpu += sign * other.milli_cpu
+        self.memory += sign * other.memory
+        self.ephemeral_storage += sign * other.ephemeral_storage
+        self.allowed_pod_number += sign * other.allowed_pod_number
+        if other.scalar:
+            s = self.scalar
+            for k, v in other.scalar.items():
+                s[k] = s.get(k, 0) + sign * v
+
+    def clone(self) -> Resource:
+        return Resource(self.milli_cpu, self.memory, self.ephemeral_storage, self.allowed_pod_number, dict(self.scalar))
+
+    def get(self, name: str) -> int:
+        """The amount of one resource by its API name."""
+        if name == "cpu":
+            return self.milli_cpu
+        if name == "memory":
+            return self.memory
+        if name == "ephemeral-storage":
+            return self.ephemeral_storage
+        if name == "pods":
+            return self.allowed_pod_number
+        return self.scalar.get(name, 0)
+
+    def __repr__(self) -> str:
+        return (
+            f"Resource(cpu={self.milli_cpu}m, memory={self.memory}, eph={self.ephemeral_storage}, "
+            f"pods={self.allowed_pod_number}, scalar={self.scalar})"
+        )
+
+
+def _add_map(dst: dict[str, int], src: Mapping[str, int]) -> None:
+    for k, v in src.items():
+        dst[k] = dst.get(k, 0) + v
+
+
+def _max_map(dst: dict[str, int], src: Mapping[str, int]) -> None:
+    for k, v in src.items():
+        if v > dst.get(k, 0) or k not in dst:
+            dst[k] = max(dst.get(k, 0), v)
+
+
+def _parse_list(rl: Mapping[str, str]) -> dict[str, int]:
+    """Parse a ResourceList to integers: cpu in millicores, everything else ``Value()``."""
+    return {k: (milli_value(q) if k == "cpu" else value(q)) for k, q in rl.items()}
+
+
+def pod_requests(pod: Pod, non_missing: Mapping[str, int] | None = None) -> dict[str, int]:
+    """Effective pod requests by resource name (cpu in millicores, others ``Value()``).
+
+    Mirrors ``k8s.io/component-helpers/resource/helpers.go`` ``PodRequests``: app containers
+    are summed; restartable init containers (sidecars) are added to the sum and to every
+    later init container; the pod takes the max of that sum and the largest init
+    container; pod-level ``spec.resources.requests`` for cpu, memory and hugepages replace
+    the container aggregate; ``spec.overhead`` is added last. ``non_missing`` gives the
+    amounts to assume for a container that requests none (the scoring defaults).
+    """
+
+    def container_reqs(rl: Mapping[str, str]) -> dict[str, int]:
+        r = _parse_list(rl)
+        if non_missing:
+            for k, v in non_missing.items():
+                if k not in r:
+                    r[k] = v
+        return r
+
+    reqs: dict[str, int] = {}
+    spec = pod.spec
+    for c in spec.containers:
+        _add_map(reqs, container_reqs(c.resources.requests))
+    restartable: dict[str, int] = {}
+    init_max: dict[str, int] = {}
+    for c in spec.init_containers:
+        cr = container_reqs(c.resources.requests)
+        if c.restart_policy == "Always":
+            _add_map(reqs, cr)
+            _add_map(restartable, cr)
+            eff = dict(restartable)
+        else:
+            eff = dict(cr)
+            _add_map(eff, restartable)
+        _max_map(init_max, eff)
+    for k, v in init_max.items():
+        if v > reqs.get(k, 0) or k not in reqs:
+            reqs[k] = max(reqs.get(k, 0), v)
+    if spec.resources is not None and _pod_level_requests_set(pod):
+        for k, q in spec.resources.requests.items():
+            if k in ("cpu", "memory") or k.startswith("hugepages-"):
+                reqs[k] = milli_value(q) if k == "cpu" else value(q)
+    if spec.overhead:
+        _add_map(reqs, _parse_list(spec.overhead))
+    return reqs
+
+
+def _pod_level_requests_set(pod: Pod) -> bool:
+    res = pod.spec.resources
+    if res is None:
+        return False
+    return any(k in ("cpu", "memory") or k.startswith("hugepages-") for k in res.requests)
+
+
+def _to_resource(reqs: Mapping[str, int]) -> Resource:
+    r = Resource()
+    for name, v in reqs.items():
+        if name == "cpu":
+            r.milli_cpu += v
+        elif name == "memory":
+            r.memory += v
+        elif name == "ephemeral-storage":
+            r.ephemeral_storage += v
+        elif name == "pods":
+            r.allowed_pod_number += v
+        elif is_scalar_resource_name(name):
+            r.scalar[name] = r.scalar.get(name, 0) + v
+    return r
+
+
+@dataclass(frozen=True, slots=True)
+class AffinityTerm:
+    """``fwk.AffinityTerm``: a parsed pod (anti-)affinity term.
+
+    ``namespaces`` defaults to the owning pod's namespace when the term lists none and has no
+    namespace selector; ``namespace_selector`` is ``Selector.nothing()`` when absent.
+    """
+
+    namespaces: frozenset[str]
+    selector: Selector
+    topology_key: str
+    namespace_selector: Selector
+    weight: int = 0
+
+    def matches(self, pod: Pod, ns_labels: Mapping[str, str]) -> bool:
+        """``AffinityTerm.Matches``: the pod's namespace is listed or its labels (``ns_labels``)
+        are selected, and the pod's labels match. An empty namespace selector selects every
+        namespace, even with no labels known."""
+        md = pod.metadata
+        if md.namespace in self.namespaces or self.namespace_selector.matches(ns_labels):
+            return self.selector.matches(md.labels)
+        return False
+
+    def with_namespaces(self, extra: Iterable[str]) -> AffinityTerm:
+        """``mergeAffinityTermNamespacesIfNotEmpty``: selected namespaces folded into the list."""
+        return AffinityTerm(
+            namespaces=self.namespaces | frozenset(extra),
+            selector=self.selector,
+            topology_key=self.topology_key,
+            namespace_selector=Selector.nothing(),
+            weight=self.weight,
+        )
+
+
+def _affinity_term(pod: Pod, t: PodAffinityTerm, weight: int = 0) -> AffinityTerm:
+    if not t.namespaces and t.namespace_selector is None:
+        namespaces = frozenset((pod.metadata.namespace,))
+    else:
+        namespaces = frozenset(t.namespaces)
+    return AffinityTerm(
+        namespaces=namespaces,
+        selector=Selector.from_label_selector(t.label_selector),
+        topology_key=t.topology_key,
+        namespace_selector=Selector.from_label_selector(t.namespace_selector),
+        weight=weight,
+    )
+
+
+def _weighted(pod: Pod, terms: Iterable[WeightedPodAffinityTerm]) -> tuple[AffinityTerm, ...]:
+    return tuple(_affinity_term(pod, w.pod_affinity_term, w.weight) for w in terms)
+
+
+class PodInfo:
+    """``framework.PodInfo``: a pod plus everything derived from its spec, computed once.
+
+    Attributes:
+        pod: the decoded pod.
+        key: ``namespace/name``.
+        requests: effective requests (``Resource``).
+        non0_cpu: millicores used for scoring (100 when a container requests none).
+        non0_mem: bytes used for scoring (200 MiB when a container requests none).
+        required_affinity_terms, required_anti_affinity_terms, preferred_affinity_terms,
+        preferred_anti_affinity_terms: parsed inter-pod affinity terms.
+        host_ports: ``(ip, protocol, port)`` of every host port, sidecars included.
+        gang: the pod-group label value, or ``""`` for a standalone pod.
+        parse_error: a selector in the spec upstream would reject, or ``""``.
+    """
+
+    __slots__ = (
+        "pod",
+        "key",
+        "uid",
+        "namespace",
+        "name",
+        "requests",
+        "non0_cpu",
+        "non0_mem",
+        "required_affinity_terms",
+        "required_anti_affinity_terms",
+        "preferred_affinity_terms",
+        "preferred_anti_affinity_terms",
+        "host_ports",
+        "gang",
+        "priority",
+        "node_selector_matcher",
+        "parse_error",
+        "pvc_names",
+    )
+
+    def __init__(self, pod: Pod) -> None:
+        md = pod.metadata
+        spec = pod.spec
+        self.pod = pod
+        self.namespace = md.namespace
+        self.name = md.name
+        self.key = f"{md.namespace}/{md.name}"
+        self.uid = md.uid
+        self.gang = md.labels.get(POD_GROUP_LABEL, "")
+        self.priority = spec.priority or 0
+        reqs = pod_requests(pod)
+        self.requests = _to_resource(reqs)
+        if _pod_level_requests_set(pod):
+            non_missing = {
+                k: v
+                for k, v in (("cpu", DEFAULT_MILLI_CPU_REQUEST), ("memory", DEFAULT_MEMORY_REQUEST))
+                if k not in reqs
+            }
+        else:
+            non_missing = {"cpu": DEFAULT_MILLI_CPU_REQUEST, "memory": DEFAULT_MEMORY_REQUEST}
+        non0 = pod_requests(pod, non_missing) if non_missing else reqs
+        self.non0_cpu = non0.get("cpu", 0)
+        self.non0_mem = non0.get("memory", 0)
+        self.parse_error = ""
+        aff = spec.affinity
+        req_aff: tuple[AffinityTerm, ...] = ()
+        req_anti: tuple[AffinityTerm, ...] = ()
+        pref_aff: tuple[AffinityTerm, ...] = ()
+        pref_anti: tuple[AffinityTerm, ...] = ()
+        try:
+            if aff is not None and aff.pod_affinity is not None:
+                pa = aff.pod_affinity
+                req_aff = tuple(_affinity_term(pod, t) for t in pa.required_during_scheduling_ignored_during_execution)
+                pref_aff = _weighted(pod, pa.preferred_during_scheduling_ignored_during_execution)
+            if aff is not None and aff.pod_anti_affinity is not None:
+                pa = aff.pod_anti_affinity
+                req_anti = tuple(_affinity_term(pod, t) for t in pa.required_during_scheduling_ignored_during_execution)
+                pref_anti = _weighted(pod, pa.preferred_during_scheduling_ignored_during_execution)
+        except ValueError as exc:
+            self.parse_error = str(exc)
+        self.required_affinity_terms = req_aff
+        self.required_anti_affinity_terms = req_anti
+        self.preferred_affinity_terms = pref_aff
+        self.preferred_anti_affinity_terms = pref_anti
+        ports: list[tuple[str, str, int]] = []
+        for c in spec.init_containers:
+            if c.restart_policy == "Always":
+                ports.extend(
+                    (p.host_ip or "0.0.0.0", p.protocol or "TCP", p.host_port) for p in c.ports if p.host_port > 0
+                )
+        for c in spec.containers:
+            ports.extend((p.host_ip or "0.0.0.0", p.protocol or "TCP", p.host_port) for p in c.ports if p.host_port > 0)
+        self.host_ports = tuple(ports)
+        na = aff.node_affinity if aff is not None else None
+        required = na.required_during_scheduling_ignored_during_execution if na is not None else None
+        self.node_selector_matcher = NodeSelectorMatcher.from_node_selector(required) if required is not None else None
+        self.pvc_names = tuple(
+            v.persistent_volume_claim.claim_name if v.persistent_volume_claim is not None else f"{md.name}-{v.name}"
+            for v in spec.volumes
+            if v.persistent_volume_claim is not None or v.ephemeral is not None
+        )
+
+    def with_node(self, node: str) -> PodInfo:
+        """A copy whose pod has ``spec.nodeName = node`` (the assumed pod); derived data is shared."""
+        import msgspec
+
+        clone = PodInfo.__new__(PodInfo)
+        for slot in PodInfo.__slots__:
+            setattr(clone, slot, getattr(self, slot))
+        clone.pod = msgspec.structs.replace(self.pod, spec=msgspec.structs.replace(self.pod.spec, node_name=node))
+        return clone
+
+    @property
+    def has_affinity(self) -> bool:
+        """``podWithAffinity``: any pod affinity or anti-affinity, required or preferred."""
+        aff = self.pod.spec.affinity
+        return aff is not None and (aff.pod_affinity is not None or aff.pod_anti_affinity is not None)
+
+    def __repr__(self) -> str:
+        return f"PodInfo({self.key})"
+
+
+class HostPortInfo:
+    """``fwk.HostPortInfo``: host ports in use on a node, by ip then ``(protocol, port)``."""
+
+    __slots__ = ("by_ip",)
+
+    def __init__(self) -> None:
+        self.by_ip: dict[str, dict[tuple[str, int], int]] = {}
+
+    def add(self, ip: str, protocol: str, port: int) -> None:
+        m = self.by_ip.setdefault(ip or "0.0.0.0", {})
+        k = (protocol or "TCP", port)
+        m[k] = m.get(k, 0) + 1
+
+    def remove(self, ip: str, protocol: str, port: int) -> None:
+        ip = ip or "0.0.0.0"
+        m = self.by_ip.get(ip)
+        if m is None:
+            return
+        k = (protocol or "TCP", port)
+        n = m.get(k, 0) - 1
+        if n <= 0:
+            m.pop(k, None)
+            if not m:
+                del self.by_ip[ip]
+        else:
+            m[k] = n
+
+    def conflicts(self, ip: str, protocol: str, port: int) -> bool:
+        """``CheckConflict``: 0.0.0.0 conflicts with every ip, a specific ip with itself and 0.0.0.0."""
+        if port <= 0:
+            return False
+        ip = ip or "0.0.0.0"
+        k = (protocol or "TCP", port)
+        if ip == "0.0.0.0":
+            return any(k in m for m in self.by_ip.values())
+        return k in self.by_ip.get(ip, {}) or k in self.by_ip.get("0.0.0.0", {})
+
+    def __len__(self) -> int:
+        return sum(len(m) for m in self.by_ip.values())
+
+
+@dataclass(slots=True)
+class ImageState:
+    """``fwk.ImageStateSummary``: an image's size (bytes) and how many nodes hold it."""
+
+    size: int
+    num_nodes: int
+
+
+class NodeInfo:
+    """``framework.NodeInfo``: a node plus the aggregate of the pods on it.
+
+    Pods include pods bound by any scheduler and pods this scheduler assumed. ``requested``
+    sums their effective requests, ``non_zero_requested`` their scoring requests, and
+    ``generation`` changes on every mutation so per-node caches can be invalidated.
+    """
+
+    __slots__ = (
+        "name",
+        "node",
+        "labels",
+        "taints",
+        "unschedulable",
+        "allocatable",
+        "requested",
+        "non_zero_requested",
+        "pods",
+        "pods_with_affinity",
+        "pods_with_required_anti_affinity",
+        "used_ports",
+        "image_states",
+        "pvc_ref_counts",
+        "generation",
+    )
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.node: Node | None = None
+        self.labels: dict[str, str] = {}
+        self.taints: tuple[Taint, ...] = ()
+        self.unschedulable = False
+        self.allocatable = Resource()
+        self.requested = Resource()
+        self.non_zero_requested = Resource()
+        self.pods: dict[str, PodInfo] = {}
+        self.pods_with_affinity: dict[str, PodInfo] = {}
+        self.pods_with_required_anti_affinity: dict[str, PodInfo] = {}
+        self.used_ports = HostPortInfo()
+        self.image_states: dict[str, ImageState] = {}
+        self.pvc_ref_counts: dict[str, int] = {}
+        self.generation = next_generation()
+
+    def set_node(self, node: Node) -> None:
+        """``SetNode``: record the node object and its allocatable resources."""
+        self.node = node
+        self.labels = node.metadata.labels
+        self.taints = tuple(node.spec.taints)
+        self.unschedulable = node.spec.unschedulable
+        self.allocatable = Resource.from_list(node.status.allocatable)
+        self.generation = next_generation()
+
+    def add_pod(self, pi: PodInfo) -> None:
+        """``AddPodInfo``: account a bound or assumed pod."""
+        key = pi.uid or pi.key
+        if key in self.pods:
+            self.remove_pod(key)
+        self.pods[key] = pi
+        if pi.has_affinity:
+            self.pods_with_affinity[key] = pi
+        if pi.required_anti_affinity_terms:
+            self.pods_with_required_anti_affinity[key] = pi
+        self._update(pi, 1)
+
+    def remove_pod(self, key: str) -> PodInfo | None:
+        """``RemovePod``: un-account a pod by its cache key (uid); ``None`` if absent."""
+        pi = self.pods.pop(key, None)
+        if pi is None:
+            return None
+        self.pods_with_affinity.pop(key, None)
+        self.pods_with_required_anti_affinity.pop(key, None)
+        self._update(pi, -1)
+        return pi
+
+    def _update(self, pi: PodInfo, sign: int) -> None:
+        r = self.requested
+        q = pi.requests
+        r.milli_cpu += sign * q.milli_cpu
+        r.memory += sign * q.memory
+        r.ephemeral_storage += sign * q.ephemeral_storage
+        if q.scalar:
+            s = r.scalar
+            for k, v in q.scalar.items():
+                s[k] = s.get(k, 0) + sign * v
+        self.non_zero_requested.milli_cpu += sign * pi.non0_cpu
+        self.non_zero_requested.memory += sign * pi.non0_mem
+        for ip, proto, port in pi.host_ports:
+            if sign > 0:
+                self.used_ports.add(ip, proto, port)
+            else:
+                self.used_ports.remove(ip, proto, port)
+        for vol in pi.pod.spec.volumes:
+            if vol.persistent_volume_claim is None:
+                continue
+            k = f"{pi.namespace}/{vol.persistent_volume_claim.claim_name}"
+            n = self.pvc_ref_counts.get(k, 0) + sign
+            if n <= 0:
+                self.pvc_ref_counts.pop(k, None)
+            else:
+                self.pvc_ref_counts[k] = n
+        self.generation = next_generation()
+
+    def __repr__(self) -> str:
+        return f"NodeInfo({self.name}, pods={len(self.pods)})"
+
+
+@dataclass(slots=True, eq=False)
+class QueuedPodInfo:
+    """``framework.QueuedPodInfo``: a pod waiting in the scheduling queue.
+
+    Times are ``time.monotonic()`` seconds except ``initial_attempt_wall`` (``time.time()``),
+    which feeds the SLI histogram.
+    """
+
+    pod_info: PodInfo
+    timestamp: float = field(default_factory=time.monotonic)
+    attempts: int = 0
+    backoff_expiration: float = 0.0
+    unschedulable_count: int = 0
+    consecutive_errors_count: int = 0
+    initial_attempt_timestamp: float | None = None
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    pending_plugins: set[str] = field(default_factory=set)
+    gating_plugin: str = ""
+    created_wall: float = field(default_factory=time.time)
+
+    @property
+    def pod(self) -> Pod:
+        return self.pod_info.pod
+
+    @property
+    def gated(self) -> bool:
+        return self.gating_plugin != ""

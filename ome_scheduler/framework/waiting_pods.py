@@ -1,0 +1,85 @@
+"""Pods parked at Permit (``WaitingPod``) and the map of them.
+
+Mirrors ``pkg/scheduler/framework/runtime/waiting_pods_map.go``: a waiting pod holds one
+timer per plugin that returned Wait; ``allow(plugin)`` clears that plugin and, once none is
+pending, releases the pod; ``reject`` or a timer firing releases it with Unschedulable and
+the message ``rejected due to timeout after waiting {d} at plugin {p}`` on timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from ome_scheduler.framework.status import Status
+from ome_scheduler.framework.types import PodInfo
+from ome_scheduler.util.durations import format_go_duration
+
+
+class WaitingPod:
+    """A pod that passed Reserve and waits at Permit; times are monotonic seconds."""
+
+    __slots__ = ("pod_info", "node", "_pending", "_future", "started")
+
+    def __init__(self, pod_info: PodInfo, node: str, timeouts: dict[str, float]) -> None:
+        self.pod_info = pod_info
+        self.node = node
+        self.started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        self._future: asyncio.Future[Status | None] = loop.create_future()
+        self._pending: dict[str, asyncio.TimerHandle] = {}
+        for plugin, timeout in timeouts.items():
+            msg = f"rejected due to timeout after waiting {format_go_duration(timeout)} at plugin {plugin}"
+            self._pending[plugin] = loop.call_later(timeout, self.reject, plugin, msg)
+
+    @property
+    def uid(self) -> str:
+        return self.pod_info.uid
+
+    def pending_plugins(self) -> list[str]:
+        return list(self._pending)
+
+    def allow(self, plugin: str) -> None:
+        """Clear ``plugin``'s wait; the pod proceeds to binding once no plugin is pending."""
+        handle = self._pending.pop(plugin, None)
+        if handle is not None:
+            handle.cancel()
+        if not self._pending and not self._future.done():
+            self._future.set_result(None)
+
+    def reject(self, plugin: str, message: str) -> None:
+        """Fail the wait with Unschedulable ``message``, attributed to ``plugin``."""
+        for h in self._pending.values():
+            h.cancel()
+        self._pending.clear()
+        if not self._future.done():
+            self._future.set_result(Status.unschedulable(message).with_plugin(plugin))
+
+    async def wait(self) -> Status | None:
+        """Block until allowed (``None``) or rejected (an Unschedulable status)."""
+        return await self._future
+
+    def done(self) -> bool:
+        return self._future.done()
+
+
+class WaitingPodsMap:
+    """Waiting pods by uid."""
+
+    def __init__(self) -> None:
+        self._pods: dict[str, WaitingPod] = {}
+
+    def add(self, wp: WaitingPod) -> None:
+        self._pods[wp.uid] = wp
+
+    def remove(self, uid: str) -> None:
+        self._pods.pop(uid, None)
+
+    def get(self, uid: str) -> WaitingPod | None:
+        return self._pods.get(uid)
+
+    def values(self) -> list[WaitingPod]:
+        return list(self._pods.values())
+
+    def __len__(self) -> int:
+        return len(self._pods)

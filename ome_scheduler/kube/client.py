@@ -1,0 +1,247 @@
+"""The one door to the API server: an async HTTP client with client-go's manners.
+
+Credentials come from kr8s (kubeconfig, including ``certificate-authority-data``, client
+certificates and tokens, or the in-cluster service account); requests go through our own
+``httpx.AsyncClient`` because kr8s rebuilds its client on any 401/403, wraps every object in
+a costly Box and has no QPS limit (``docs/python-stack.md`` §1.7). Like client-go:
+
+* a token bucket enforces ``clientConnection.qps``/``burst`` (default 50/100);
+* 429 and 5xx answers (and transport errors) are retried with backoff, honouring
+  ``Retry-After``; a 401 re-reads the credentials once (rotated service-account tokens);
+* every request has timeouts; watches get a read timeout longer than their server timeout.
+
+Errors are raised as :class:`ApiError` carrying the ``metav1.Status`` code, reason and
+message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import socket
+import ssl
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import msgspec
+
+from ome_scheduler.kube.objects import Status
+
+USER_AGENT = "ome-scheduler/0.1.0"
+_STATUS = msgspec.json.Decoder(Status)
+_ENC = msgspec.json.Encoder()
+
+
+class ApiError(Exception):
+    """An API request failed: HTTP ``code``, ``metav1.Status`` ``reason`` and ``message``."""
+
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(f"{code} {reason}: {message}")
+        self.code = code
+        self.reason = reason
+        self.message = message
+
+
+class TokenBucket:
+    """client-go's flowcontrol token bucket: ``qps`` tokens per second, at most ``burst`` saved."""
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self.rate = float(qps)
+        self.cap = float(max(1, burst))
+        self.tokens = self.cap
+        self.last = time.monotonic()
+        self._lock = asyncio.Lock()
+
+    async def acquire(self) -> None:
+        if self.rate <= 0:
+            return
+        async with self._lock:
+            now = time.monotonic()
+            self.tokens = min(self.cap, self.tokens + (now - self.last) * self.rate)
+            self.last = now
+            if self.tokens < 1:
+                await asyncio.sleep((1 - self.tokens) / self.rate)
+                self.tokens = 0.0
+                self.last = time.monotonic()
+            else:
+                self.tokens -= 1
+
+
+class KubeClient:
+    """HTTP access to one API server.
+
+    Use :meth:`connect` to build one from a kubeconfig path (``None``: ``$KUBECONFIG``,
+    ``~/.kube/config``, then the in-cluster service account).
+    """
+
+    def __init__(
+        self,
+        server: str,
+        ssl_context: ssl.SSLContext | bool,
+        token: str | None,
+        *,
+        qps: float,
+        burst: int,
+        auth: Any = None,
+    ) -> None:
+        self.server = server.rstrip("/")
+        self._auth = auth
+        self._token = token
+        headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self.http = httpx.AsyncClient(
+            base_url=self.server,
+            verify=ssl_context,
+            headers=headers,
+            timeout=httpx.Timeout(30.0, connect=10.0),
+            limits=httpx.Limits(max_connections=200, max_keepalive_connections=100),
+        )
+        self.limiter = TokenBucket(qps, burst)
+
+    @classmethod
+    async def connect(cls, kubeconfig: str | None = None, *, qps: float = 50.0, burst: int = 100) -> KubeClient:
+        """Load credentials with kr8s and open a client.
+
+        Raises:
+            ValueError: no usable credentials were found.
+        """
+        from kr8s._auth import KubeAuth
+
+        auth = KubeAuth(kubeconfig=kubeconfig)
+        await auth.reauthenticate()
+        ctx = await auth.ssl_context()  # type: ignore[no-untyped-call]
+        return cls(auth.server, ctx, auth.token, qps=qps, burst=burst, auth=auth)
+
+    @classmethod
+    def from_token(
+        cls, server: str, token: str, ca_file: str | None, *, qps: float = 50.0, burst: int = 100
+    ) -> KubeClient:
+        ctx: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if ca_file else True
+        return cls(server, ctx, token, qps=qps, burst=burst)
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+    async def _reauth(self) -> None:
+        if self._auth is None:
+            return
+        await self._auth.reauthenticate()
+        tok = self._auth.token
+        if tok and tok != self._token:
+            self._token = tok
+            self.http.headers["Authorization"] = f"Bearer {tok}"
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        retries: int = 5,
+        timeout: float | None = None,
+    ) -> bytes:
+        """Send one request (rate limited, retried) and return the response body.
+
+        Raises:
+            ApiError: a non-2xx answer after retries.
+            httpx.TransportError: the server could not be reached after retries.
+        """
+        content = None if body is None else (body if isinstance(body, bytes) else _ENC.encode(body))
+        headers = {"Content-Type": content_type} if content is not None else None
+        attempt = 0
+        reauthed = False
+        while True:
+            await self.limiter.acquire()
+            try:
+                r = await self.http.request(
+                    method,
+                    path,
+                    params=params,
+                    content=content,
+                    headers=headers,
+                    timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
+                )
+            except httpx.TransportError:
+                if attempt >= retries:
+                    raise
+                attempt += 1
+                await asyncio.sleep(min(5.0, 0.2 * 2**attempt) * (0.5 + random.random()))
+                continue
+            if r.status_code < 300:
+                return r.content
+            if r.status_code == 401 and not reauthed and self._auth is not None:
+                reauthed = True
+                await self._reauth()
+                continue
+            if (r.status_code == 429 or r.status_code >= 500) and attempt < retries and r.status_code != 501:
+                attempt += 1
+                delay = min(5.0, 0.2 * 2**attempt)
+                ra = r.headers.get("Retry-After")
+                if ra and ra.isdigit():
+                    delay = float(ra)
+                await asyncio.sleep(delay * (0.5 + random.random() / 2))
+                continue
+            raise _api_error(r)
+
+    async def get(self, path: str, params: dict[str, str] | None = None) -> bytes:
+        return await self.request("GET", path, params=params)
+
+    async def post(self, path: str, body: Any, **kw: Any) -> bytes:
+        return await self.request("POST", path, body=body, **kw)
+
+    async def put(self, path: str, body: Any, **kw: Any) -> bytes:
+        return await self.request("PUT", path, body=body, **kw)
+
+    async def patch(self, path: str, body: Any, content_type: str = "application/merge-patch+json", **kw: Any) -> bytes:
+        return await self.request("PATCH", path, body=body, content_type=content_type, **kw)
+
+    async def delete(self, path: str, **kw: Any) -> bytes:
+        return await self.request("DELETE", path, **kw)
+
+    @asynccontextmanager
+    async def stream(self, path: str, params: dict[str, str], read_timeout: float) -> AsyncIterator[httpx.Response]:
+        """Open a streaming GET (a watch); the caller iterates ``aiter_lines``.
+
+        Raises:
+            ApiError: the server refused the watch (410 Gone among others).
+        """
+        await self.limiter.acquire()
+        req = self.http.build_request("GET", path, params=params, timeout=httpx.Timeout(10.0, read=read_timeout))
+        r = await self.http.send(req, stream=True)
+        try:
+            if r.status_code == 401 and self._auth is not None:
+                await self._reauth()
+            if r.status_code >= 300:
+                await r.aread()
+                raise _api_error(r)
+            yield r
+        finally:
+            await r.aclose()
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        """POST the Binding of a pod to a node (``pods/{name}/binding``)."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        await self.post(f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body, retries=3)
+
+
+def _api_error(r: httpx.Response) -> ApiError:
+    try:
+        st = _STATUS.decode(r.content)
+        return ApiError(r.status_code, st.reason or r.reason_phrase, st.message or r.text[:500])
+    except msgspec.DecodeError:
+        return ApiError(r.status_code, r.reason_phrase, r.text[:500])
+
+
+def hostname() -> str:
+    return socket.gethostname()

@@ -1,0 +1,218 @@
+"""List + watch informers that keep a typed store and call handlers on changes.
+
+Mirrors client-go's reflector (``tools/cache/reflector.go``): a paged LIST (500 per page)
+fills the store and gives the resourceVersion a WATCH resumes from; bookmarks advance that
+version; a watch ends after a random 5–10 minute server timeout and is resumed; ``410
+Gone`` (too old a version) triggers a relist whose differences are delivered as add,
+update and delete events (the latter like ``DeletedFinalStateUnknown``). Transport errors
+back off exponentially up to 30 s. A resource whose API is missing (the PodGroup CRD not
+installed yet: 404) is retried with the same backoff, so a CRD installed later is picked
+up. Each object is decoded into its typed record once; an object that fails to decode is
+logged and skipped, and everything else keeps flowing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+import httpx
+import msgspec
+
+from ome_scheduler.kube.client import ApiError, KubeClient
+from ome_scheduler.kube.objects import ListMeta, MetaOnly, RawWatchEvent, Status
+from ome_scheduler.logs import get_logger
+
+T = TypeVar("T")
+log = get_logger()
+
+
+class _RawList(msgspec.Struct):
+    metadata: ListMeta = msgspec.field(default_factory=ListMeta)
+    items: list[msgspec.Raw] = []
+
+
+class _Expired(Exception):
+    pass
+
+
+_EVENT = msgspec.json.Decoder(RawWatchEvent)
+_LIST = msgspec.json.Decoder(_RawList)
+_META = msgspec.json.Decoder(MetaOnly)
+_STATUS = msgspec.json.Decoder(Status)
+
+
+def object_key(meta: Any) -> str:
+    return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+
+
+class Informer(Generic[T]):
+    """Keeps ``store`` (key ``ns/name``) in sync with the server and calls the handlers.
+
+    Handlers run on the event loop, synchronously and in event order:
+    ``on_add(obj)``, ``on_update(old, new)``, ``on_delete(obj)``.
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        path: str,
+        typ: type[T],
+        *,
+        name: str,
+        params: dict[str, str] | None = None,
+        on_add: Callable[[T], None] | None = None,
+        on_update: Callable[[T, T], None] | None = None,
+        on_delete: Callable[[T], None] | None = None,
+        on_event_error: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.path = path
+        self.name = name
+        self.params = params or {}
+        self.decoder: msgspec.json.Decoder[T] = msgspec.json.Decoder(typ)
+        self.store: dict[str, T] = {}
+        self.synced = asyncio.Event()
+        self.available = True
+        self.on_add = on_add
+        self.on_update = on_update
+        self.on_delete = on_delete
+        self.on_event_error = on_event_error
+        self.resource_version = ""
+
+    def _decode(self, raw: bytes) -> T | None:
+        try:
+            return self.decoder.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            try:
+                meta = _META.decode(raw).metadata
+                who = object_key(meta)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                who = "<unknown>"
+            log.error("cannot decode object, skipping it", informer=self.name, object=who, error=str(exc))
+            if self.on_event_error is not None:
+                self.on_event_error(who, str(exc))
+            return None
+
+    async def _list(self) -> None:
+        items: dict[str, T] = {}
+        cont = ""
+        rv = ""
+        while True:
+            params = {"limit": "500", **self.params}
+            if cont:
+                params["continue"] = cont
+            body = await self.client.get(self.path, params)
+            lst = _LIST.decode(body)
+            for raw in lst.items:
+                obj = self._decode(bytes(raw))
+                if obj is not None:
+                    items[object_key(obj.metadata)] = obj  # type: ignore[attr-defined]
+            rv = lst.metadata.resource_version
+            cont = lst.metadata.continue_
+            if not cont:
+                break
+        self._replace(items)
+        self.resource_version = rv
+
+    def _replace(self, items: dict[str, T]) -> None:
+        old = self.store
+        self.store = items
+        for k, obj in old.items():
+            if k not in items and self.on_delete is not None:
+                self.on_delete(obj)
+        for k, obj in items.items():
+            prev = old.get(k)
+            if prev is None:
+                if self.on_add is not None:
+                    self.on_add(obj)
+            elif self.on_update is not None and prev.metadata.resource_version != obj.metadata.resource_version:  # type: ignore[attr-defined]
+                self.on_update(prev, obj)
+
+    async def _watch(self) -> None:
+        timeout = random.randint(300, 600)
+        params = {
+            **self.params,
+            "watch": "true",
+            "resourceVersion": self.resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout),
+        }
+        try:
+            async with self.client.stream(self.path, params, read_timeout=timeout + 30) as r:
+                async for line in r.aiter_lines():
+                    if line:
+                        self._handle_line(line.encode())
+        except ApiError as exc:
+            if exc.code == 410:
+                raise _Expired from exc
+            raise
+
+    def _handle_line(self, line: bytes) -> None:
+        ev = _EVENT.decode(line)
+        raw = bytes(ev.object)
+        if ev.type == "BOOKMARK":
+            self.resource_version = _META.decode(raw).metadata.resource_version
+            return
+        if ev.type == "ERROR":
+            st = _STATUS.decode(raw)
+            if st.code == 410:
+                raise _Expired
+            raise ApiError(st.code, st.reason, st.message)
+        obj = self._decode(raw)
+        if obj is None:
+            return
+        meta = obj.metadata  # type: ignore[attr-defined]
+        self.resource_version = meta.resource_version
+        key = object_key(meta)
+        if ev.type == "ADDED" or ev.type == "MODIFIED":
+            prev = self.store.get(key)
+            self.store[key] = obj
+            if prev is None:
+                if self.on_add is not None:
+                    self.on_add(obj)
+            elif self.on_update is not None:
+                self.on_update(prev, obj)
+        elif ev.type == "DELETED":
+            prev = self.store.pop(key, None)
+            if self.on_delete is not None:
+                self.on_delete(obj)
+
+    async def run(self) -> None:
+        """Run forever: list, then watch; relist on 410; back off on errors."""
+        backoff = 0.8
+        while True:
+            try:
+                await self._list()
+                self.available = True
+                self.synced.set()
+                backoff = 0.8
+                while True:
+                    try:
+                        await self._watch()
+                        backoff = 0.8
+                    except _Expired:
+                        log.info("watch expired, relisting", v=2, informer=self.name)
+                        break
+                    except (httpx.TransportError, ApiError) as exc:
+                        if isinstance(exc, ApiError) and exc.code == 404:
+                            raise
+                        log.info("watch failed, retrying", v=2, informer=self.name, error=str(exc))
+                        await asyncio.sleep(min(30.0, backoff) * (1 + 0.2 * random.random()))
+                        backoff *= 2
+            except asyncio.CancelledError:
+                raise
+            except ApiError as exc:
+                if exc.code == 404:
+                    self.available = False
+                    log.info("resource not served yet, retrying", v=2, informer=self.name, path=self.path)
+                else:
+                    log.error("list failed, retrying", informer=self.name, error=str(exc))
+                await asyncio.sleep(min(30.0, backoff) * (1 + 0.2 * random.random()))
+                backoff = min(backoff * 2, 30.0)
+            except (httpx.TransportError, msgspec.DecodeError) as exc:
+                log.error("list failed, retrying", informer=self.name, error=str(exc))
+                await asyncio.sleep(min(30.0, backoff) * (1 + 0.2 * random.random()))
+                backoff = min(backoff * 2, 30.0)

@@ -1,0 +1,180 @@
+"""Events (``events.k8s.io/v1``) and the pod ``PodScheduled`` condition.
+
+Mirrors client-go's ``tools/events`` broadcaster as kube-scheduler uses it: the reporting
+controller is the profile's scheduler name and the reporting instance
+``{schedulerName}-{hostname}``; an event isomorphic to one recorded in the last 6 minutes
+(same regarding object and resourceVersion, type, action, reason, controller) becomes a
+series (one PATCH to ``count: 2``, later repeats are only counted), and failed writes are
+retried up to 12 times about 10 s apart. The PodScheduled condition is patched like
+``updatePod`` in ``schedule_one.go``: only when status, reason or message change, keeping
+``lastTransitionTime`` when the status does not. Writes run in the background so a slow API
+server never stalls a scheduling cycle; at most ``max_pending`` writes queue up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ome_scheduler.kube.client import ApiError, KubeClient, hostname
+from ome_scheduler.kube.objects import Pod
+from ome_scheduler.logs import get_logger
+from ome_scheduler.util.timestamps import now_micro, now_rfc3339
+
+log = get_logger()
+NOTE_LENGTH_LIMIT = 1024
+FINISH_TIME = 6 * 60.0
+
+
+def truncate_message(msg: str) -> str:
+    """``truncateMessage``: events' note is capped at 1024 bytes with `` ...``."""
+    if len(msg) <= NOTE_LENGTH_LIMIT:
+        return msg
+    return msg[: NOTE_LENGTH_LIMIT - 4] + " ..."
+
+
+@dataclass
+class _Cached:
+    name: str
+    namespace: str
+    created: float
+    count: int = 1
+
+
+class Recorder:
+    """Writes events and pod status patches through one client, in background tasks."""
+
+    def __init__(self, client: KubeClient, *, max_pending: int = 10_000) -> None:
+        self.client = client
+        self.host = hostname()
+        self._cache: dict[tuple[Any, ...], _Cached] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.max_pending = max_pending
+
+    def _spawn(self, coro: Any) -> None:
+        if len(self._tasks) >= self.max_pending:
+            coro.close()
+            log.error("dropping an API write: too many pending", pending=len(self._tasks))
+            return
+        t = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+
+    async def drain(self, timeout: float = 5.0) -> None:
+        """Wait (bounded) for pending writes, e.g. at shutdown."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=timeout)
+
+    def event(self, pod: Pod, *, controller: str, type_: str, reason: str, action: str, note: str) -> None:
+        """Record an event about ``pod`` (``Eventf``)."""
+        md = pod.metadata
+        regarding = {
+            "kind": "Pod",
+            "namespace": md.namespace,
+            "name": md.name,
+            "uid": md.uid,
+            "apiVersion": "v1",
+            "resourceVersion": md.resource_version,
+        }
+        now = time.time()
+        for k in [k for k, v in self._cache.items() if now - v.created > FINISH_TIME]:
+            del self._cache[k]
+        key = (type_, action, reason, controller, md.namespace, md.name, md.uid, md.resource_version)
+        cached = self._cache.get(key)
+        if cached is not None:
+            cached.count += 1
+            if cached.count == 2:
+                self._spawn(self._patch_series(cached))
+            return
+        name = f"{md.name}.{time.time_ns():x}"
+        self._cache[key] = _Cached(name, md.namespace, now)
+        body = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": md.namespace},
+            "eventTime": now_micro(),
+            "reportingController": controller,
+            "reportingInstance": f"{controller}-{self.host}",
+            "action": action,
+            "reason": reason,
+            "regarding": regarding,
+            "note": truncate_message(note),
+            "type": type_,
+        }
+        self._spawn(self._create(body))
+
+    async def _create(self, body: dict[str, Any]) -> None:
+        ns = body["metadata"]["namespace"]
+        for attempt in range(12):
+            try:
+                await self.client.post(f"/apis/events.k8s.io/v1/namespaces/{ns}/events", body, retries=0)
+                return
+            except ApiError as exc:
+                if exc.code == 409 or exc.code < 500:
+                    if exc.code != 409:
+                        log.error("unable to write event", reason=body["reason"], error=str(exc))
+                    return
+            except Exception as exc:
+                if attempt == 11:
+                    log.error("unable to write event (retry limit exceeded!)", error=str(exc))
+                    return
+            await asyncio.sleep(10.0 * (0.75 + random.random() / 2))
+
+    async def _patch_series(self, c: _Cached) -> None:
+        patch = {"series": {"count": 2, "lastObservedTime": now_micro()}}
+        try:
+            await self.client.patch(
+                f"/apis/events.k8s.io/v1/namespaces/{c.namespace}/events/{c.name}", patch, retries=2
+            )
+        except Exception as exc:
+            log.info("unable to update event series", v=4, event=c.name, error=str(exc))
+
+    def pod_scheduled_false(self, pod: Pod, reason: str, message: str, *, clear_nominated: bool = True) -> None:
+        """Set ``PodScheduled=False`` with ``reason``/``message`` (and clear nominatedNodeName)."""
+        cond = next((c for c in pod.status.conditions if c.type == "PodScheduled"), None)
+        needs_cond = cond is None or cond.status != "False" or cond.reason != reason or cond.message != message
+        needs_nnn = clear_nominated and bool(pod.status.nominated_node_name)
+        if not needs_cond and not needs_nnn:
+            return
+        status: dict[str, Any] = {}
+        if needs_cond:
+            transition = cond.last_transition_time if cond is not None and cond.status == "False" else None
+            c: dict[str, Any] = {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": reason,
+                "message": message,
+                "lastProbeTime": None,
+                "lastTransitionTime": transition or now_rfc3339(),
+            }
+            if pod.metadata.generation:
+                c["observedGeneration"] = pod.metadata.generation
+            status["conditions"] = [c]
+        if needs_nnn:
+            status["nominatedNodeName"] = None
+        self._spawn(self._patch_status(pod, {"status": status}))
+
+    async def nominate(self, pod: Pod, node: str) -> None:
+        """Set ``status.nominatedNodeName`` before a Permit wait (NominatedNodeNameForExpectation,
+        on by default in 1.35), so the pod shows where it is about to go."""
+        if pod.status.nominated_node_name == node:
+            return
+        await self._patch_status(pod, {"status": {"nominatedNodeName": node}})
+
+    async def _patch_status(self, pod: Pod, patch: dict[str, Any]) -> None:
+        md = pod.metadata
+        try:
+            await self.client.patch(
+                f"/api/v1/namespaces/{md.namespace}/pods/{md.name}/status",
+                patch,
+                content_type="application/strategic-merge-patch+json",
+                retries=3,
+            )
+        except ApiError as exc:
+            if exc.code != 404:
+                log.error("error updating pod", pod=f"{md.namespace}/{md.name}", error=str(exc))
+        except Exception as exc:
+            log.error("error updating pod", pod=f"{md.namespace}/{md.name}", error=str(exc))

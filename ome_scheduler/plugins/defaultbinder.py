@@ -1,0 +1,42 @@
+"""DefaultBinder: POST the pod's Binding to the API server.
+
+Mirrors ``pkg/scheduler/framework/plugins/defaultbinder/default_binder.go``. The plugin does
+no I/O of its own: it calls the Binder port the scheduler hands it (``kube/``), so the
+framework stays free of Kubernetes clients.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ome_scheduler.framework.interface import BindPlugin, CycleState, Handle
+from ome_scheduler.framework.runtime import FrameworkOptions
+from ome_scheduler.framework.status import Status
+from ome_scheduler.framework.types import PodInfo
+
+
+class Binder(Protocol):
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        """POST ``pods/{name}/binding``; raises on any API failure."""
+        ...
+
+
+class DefaultBinder(BindPlugin):
+    name = "DefaultBinder"
+
+    def __init__(self, binder: Binder) -> None:
+        self.binder = binder
+
+    async def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
+        try:
+            await self.binder.bind(pod.namespace, pod.name, pod.uid, node)
+        except Exception as exc:
+            return Status.as_error(exc)
+        return None
+
+    @classmethod
+    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> DefaultBinder:
+        binder = options.extra.get("binder")
+        if binder is None:
+            raise RuntimeError("DefaultBinder needs a binder")
+        return cls(binder)

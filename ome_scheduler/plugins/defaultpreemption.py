@@ -1,0 +1,32 @@
+"""DefaultPreemption: accepted in profiles, but preemption is not implemented.
+
+ome-scheduler's chart disables DefaultPreemption (a domain-blind preemptor could evict
+scattered victims that never free a whole domain, spec/gangpack.md §15.1). A profile that
+leaves it enabled still loads; the PostFilter then reports nothing and evicts nothing, and
+a warning at startup says so. See README "Deviations".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ome_scheduler.framework.interface import CycleState, Handle, NodeToStatus, PostFilterPlugin
+from ome_scheduler.framework.runtime import FrameworkOptions
+from ome_scheduler.framework.status import Status
+from ome_scheduler.framework.types import PodInfo
+from ome_scheduler.logs import get_logger
+
+
+class DefaultPreemption(PostFilterPlugin):
+    name = "DefaultPreemption"
+
+    def post_filter(self, state: CycleState, pod: PodInfo, statuses: NodeToStatus) -> Status | None:
+        return Status.unschedulable()
+
+    @classmethod
+    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> DefaultPreemption:
+        get_logger().warning(
+            "DefaultPreemption is enabled but ome-scheduler does not preempt; disable it in the profile",
+            profile=options.scheduler_name,
+        )
+        return cls()

@@ -1,0 +1,205 @@
+"""Pure gang placement: domains, room counted in members, best fit, candidate narrowing.
+
+No Kubernetes I/O and no plugin state: given nodes (with their domain) and a capacity
+function ``capacity(template, node) -> members``, this module answers which domain a gang
+should take and which nodes the current member may use there. It implements the product
+rules of ``spec/gangpack.md`` (they win over the reference's whole-node model):
+
+* Rule 1, room in members: a node takes as many members as its free resources and pod
+  slots fit, sized by the largest member that fits it (the smallest per-template count);
+  one member per node when the members' required anti-affinity matches their siblings.
+  A domain has room when its summed member capacity covers the members still to place and
+  the current member plus ``need - 1`` siblings can be assigned to its nodes without
+  exceeding any node's capacity (a flow/b-matching), so no member is stranded.
+* Rule 2, best fit: the domain with the least room that still fits, ties to the smallest
+  name; domains where this gang just failed are tried last (the caller passes them).
+
+Units: room and capacities are member counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+N = TypeVar("N")
+T = TypeVar("T")
+
+CapacityFn = Callable[[T, N], int]
+"""How many copies of a template fit a node now (0: it does not fit)."""
+
+
+@dataclass(slots=True)
+class DomainPlan(Generic[N]):
+    """The planning result for one domain: room in members and whether the gang can join."""
+
+    name: str
+    nodes: list[N]
+    room: int = 0
+    joinable: bool = False
+    node_caps: list[int] = field(default_factory=list)
+
+
+def best_fit(room: Mapping[str, int], gang_size: int) -> str | None:
+    """Rule 2 (and spec §3.6): the domain with the smallest room ``>= gang_size``; ties by name."""
+    if gang_size <= 0:
+        return None
+    best: str | None = None
+    best_room = 0
+    for d in sorted(room):
+        r = room[d]
+        if r < gang_size:
+            continue
+        if best is None or r < best_room:
+            best, best_room = d, r
+    return best
+
+
+def _max_flow(templates: Sequence[int], fits: list[list[bool]], caps: list[int], limit: int) -> int:
+    """Assign templates (by index) to nodes with capacities; stop at ``limit`` assignments.
+
+    Augmenting paths over the bipartite graph template -> node (Ford-Fulkerson with unit
+    template capacity), which is enough for gangs of tens of members.
+    """
+    if limit <= 0:
+        return 0
+    used = [0] * len(caps)
+    holders: list[list[int]] = [[] for _ in caps]
+    assigned = 0
+
+    def augment(t: int, seen: list[bool]) -> bool:
+        for n, ok in enumerate(fits[t]):
+            if not ok or seen[n] or caps[n] <= 0:
+                continue
+            seen[n] = True
+            if used[n] < caps[n]:
+                used[n] += 1
+                holders[n].append(t)
+                return True
+            for i, other in enumerate(holders[n]):
+                if augment(other, seen):
+                    holders[n][i] = t
+                    return True
+        return False
+
+    for t in templates:
+        if augment(t, [False] * len(caps)):
+            assigned += 1
+            if assigned >= limit:
+                break
+    return assigned
+
+
+class GangPlanner(Generic[T, N]):
+    """Plans one gang over a set of nodes.
+
+    Args:
+        templates: the current member first, then the other unplaced live members.
+        need: members still to place (``max(1, minMember - placed)``).
+        capacity: members of one template a node takes now (0 if it does not fit).
+        one_per_node: members keep apart (required anti-affinity among siblings).
+        signature: a key that is equal for templates with identical node needs, so their
+            capacities are computed once per node.
+    """
+
+    def __init__(
+        self,
+        templates: Sequence[T],
+        need: int,
+        capacity: CapacityFn[T, N],
+        *,
+        one_per_node: bool = False,
+        signature: Callable[[T], Hashable] | None = None,
+    ) -> None:
+        self.templates = list(templates)
+        self.need = need
+        self._capacity = capacity
+        self.one_per_node = one_per_node
+        sig = signature or (lambda t: id(t))
+        self._groups: dict[Hashable, list[int]] = {}
+        self._sig_of: list[Hashable] = []
+        for i, t in enumerate(self.templates):
+            k = sig(t)
+            self._sig_of.append(k)
+            self._groups.setdefault(k, []).append(i)
+        self.homogeneous = len(self._groups) == 1
+
+    def _counts(self, node: N) -> dict[Hashable, int]:
+        out: dict[Hashable, int] = {}
+        for k, idx in self._groups.items():
+            c = self._capacity(self.templates[idx[0]], node)
+            if self.one_per_node and c > 1:
+                c = 1
+            out[k] = c
+        return out
+
+    def plan_domain(self, name: str, nodes: Sequence[N]) -> DomainPlan[N]:
+        """Room (rule 1) and joinability of one domain."""
+        plan = DomainPlan(name=name, nodes=list(nodes))
+        counts = [self._counts(n) for n in nodes]
+        caps = []
+        for c in counts:
+            fitting = [v for v in c.values() if v > 0]
+            caps.append(min(fitting) if fitting else 0)
+        plan.node_caps = caps
+        plan.room = sum(caps)
+        plan.joinable = self._joinable(counts, caps)
+        return plan
+
+    def _joinable(self, counts: list[dict[Hashable, int]], caps: list[int]) -> bool:
+        need = self.need
+        if need > len(self.templates) or sum(caps) < need:
+            return False
+        k0 = self._sig_of[0]
+        if self.homogeneous:
+            return any(c[k0] > 0 for c in counts)
+        for x in range(len(counts)):
+            if counts[x][k0] > 0 and self._rest_fits(counts, caps, x):
+                return True
+        return False
+
+    def _rest_fits(self, counts: list[dict[Hashable, int]], caps: list[int], x: int) -> bool:
+        rest = self.need - 1
+        if rest <= 0:
+            return True
+        c2 = list(caps)
+        c2[x] -= 1
+        others = list(range(1, len(self.templates)))
+        fits = [
+            [counts[n][self._sig_of[t]] > 0 for n in range(len(counts))] if t else []
+            for t in range(len(self.templates))
+        ]
+        return _max_flow(others, fits, c2, rest) >= rest
+
+    def candidates(self, plan: DomainPlan[N]) -> list[N]:
+        """Spec §3.5 under rule 1: nodes the current member may take without stranding a sibling."""
+        counts = [self._counts(n) for n in plan.nodes]
+        caps = (
+            plan.node_caps
+            if len(plan.node_caps) == len(plan.nodes)
+            else [min([v for v in c.values() if v > 0], default=0) for c in counts]
+        )
+        k0 = self._sig_of[0]
+        out: list[N] = []
+        total = sum(caps)
+        for x, n in enumerate(plan.nodes):
+            if counts[x][k0] <= 0:
+                continue
+            if self.homogeneous:
+                if total >= self.need:
+                    out.append(n)
+                continue
+            if self._rest_fits(counts, caps, x):
+                out.append(n)
+        return out
+
+
+def group_by_domain(nodes: Sequence[N], domain_of: Callable[[N], str]) -> dict[str, list[N]]:
+    """Nodes by domain; nodes without the label (empty value) belong to no domain."""
+    out: dict[str, list[N]] = {}
+    for n in nodes:
+        d = domain_of(n)
+        if d:
+            out.setdefault(d, []).append(n)
+    return out

@@ -1,0 +1,53 @@
+"""Helpers shared by plugins.
+
+Mirrors ``pkg/scheduler/framework/plugins/helper`` (``DefaultNormalizeScore``) and the
+toleration helpers of ``k8s.io/api/core/v1/toleration.go`` and
+``k8s.io/component-helpers/scheduling/corev1`` (``FindMatchingUntoleratedTaint``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from ome_scheduler.framework.interface import MAX_NODE_SCORE
+from ome_scheduler.kube.objects import Taint, Toleration
+
+
+def tolerates(t: Toleration, taint: Taint) -> bool:
+    """``Toleration.ToleratesTaint``: effect and key match when set; Equal compares values."""
+    if t.effect and t.effect != taint.effect:
+        return False
+    if t.key and t.key != taint.key:
+        return False
+    if t.operator in ("", "Equal"):
+        return t.value == taint.value
+    return t.operator == "Exists"
+
+
+def tolerations_tolerate_taint(tolerations: Iterable[Toleration], taint: Taint) -> bool:
+    return any(tolerates(t, taint) for t in tolerations)
+
+
+def find_untolerated_taint(
+    taints: Sequence[Taint], tolerations: Sequence[Toleration], effects: tuple[str, ...] = ("NoSchedule", "NoExecute")
+) -> Taint | None:
+    """The first taint with one of ``effects`` that no toleration tolerates, else None."""
+    for taint in taints:
+        if taint.effect not in effects:
+            continue
+        if not tolerations_tolerate_taint(tolerations, taint):
+            return taint
+    return None
+
+
+def default_normalize_score(scores: list[int], reverse: bool, max_priority: int = MAX_NODE_SCORE) -> None:
+    """``helper.DefaultNormalizeScore``: scale to ``0..max_priority`` (integer division), optionally reversed."""
+    max_count = max(scores, default=0)
+    if max_count == 0:
+        if reverse:
+            for i in range(len(scores)):
+                scores[i] = max_priority
+        return
+    for i, s in enumerate(scores):
+        v = max_priority * s // max_count
+        scores[i] = max_priority - v if reverse else v

@@ -1,0 +1,280 @@
+"""InterPodAffinity: required pod (anti-)affinity filters; preferred terms score.
+
+Mirrors ``pkg/scheduler/framework/plugins/interpodaffinity/{filtering,scoring,plugin}.go``:
+
+* PreFilter counts, per (topology key, value), existing pods matching the incoming pod's
+  required affinity terms (all terms must match one pod) and anti-affinity terms, and the
+  existing pods whose own required anti-affinity matches the incoming pod (symmetry).
+  Namespace selectors are resolved against namespace labels first.
+* Filter: ``node(s) didn't match pod affinity rules`` (UnschedulableAndUnresolvable),
+  ``node(s) didn't match pod anti-affinity rules`` and
+  ``node(s) didn't satisfy existing pods anti-affinity rules`` (Unschedulable). The first
+  pod of a group may satisfy its own affinity when no pod matches anywhere.
+* Score sums weights per topology value (preferred terms of both sides, and existing pods'
+  required affinity with ``hardPodAffinityWeight``) and normalises min..max to 0..100.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
+from ome_scheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    CycleState,
+    FilterPlugin,
+    Handle,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+)
+from ome_scheduler.framework.runtime import ConfigError, FrameworkOptions
+from ome_scheduler.framework.status import Code, Status
+from ome_scheduler.framework.types import AffinityTerm, NodeInfo, PodInfo
+from ome_scheduler.kube.objects import Node, Pod
+
+ERR_REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
+ERR_REASON_AFFINITY = "node(s) didn't match pod affinity rules"
+ERR_REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
+_PRE_FILTER = "PreFilterInterPodAffinity"
+_PRE_SCORE = "PreScoreInterPodAffinity"
+
+Pair = tuple[str, str]
+
+
+def matches_all(terms: Sequence[AffinityTerm], pod: Pod) -> bool:
+    """``podMatchesAllAffinityTerms``: at least one term, and every term matches the pod."""
+    if not terms:
+        return False
+    return all(t.matches(pod, {}) for t in terms)
+
+
+class _State:
+    __slots__ = ("existing_anti", "affinity", "anti", "affinity_terms", "anti_terms", "pod")
+
+    def __init__(self) -> None:
+        self.existing_anti: dict[Pair, int] = {}
+        self.affinity: dict[Pair, int] = {}
+        self.anti: dict[Pair, int] = {}
+        self.affinity_terms: tuple[AffinityTerm, ...] = ()
+        self.anti_terms: tuple[AffinityTerm, ...] = ()
+        self.pod: Pod | None = None
+
+
+def _inc(m: dict[Pair, int], labels: Mapping[str, str], key: str, v: int = 1) -> None:
+    tv = labels.get(key)
+    if tv is not None:
+        p = (key, tv)
+        m[p] = m.get(p, 0) + v
+
+
+class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
+    """Arguments: ``hardPodAffinityWeight`` (0..100, default 1), ``ignorePreferredTermsOfExistingPods``."""
+
+    name = "InterPodAffinity"
+
+    def __init__(self, handle: Handle, hard_weight: int = 1, ignore_preferred_of_existing: bool = False) -> None:
+        self.handle = handle
+        self.hard_weight = hard_weight
+        self.ignore_preferred_of_existing = ignore_preferred_of_existing
+
+    @classmethod
+    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> InterPodAffinity:
+        args = dict(args or {})
+        hw = args.pop("hardPodAffinityWeight", 1)
+        ign = args.pop("ignorePreferredTermsOfExistingPods", False)
+        if args:
+            raise ConfigError(f'strict decoding error: unknown field "{next(iter(args))}"')
+        if not isinstance(hw, int) or isinstance(hw, bool) or not 0 <= hw <= 100:
+            raise ConfigError(f"hardPodAffinityWeight: Invalid value: {hw}: not in valid range [0, 100]")
+        return cls(handle, hw, bool(ign))
+
+    def _ns_labels(self, namespace: str) -> dict[str, str]:
+        ns = self.handle.namespace(namespace)
+        return dict(ns.metadata.labels) if ns is not None else {}
+
+    def _merge_namespaces(self, terms: Sequence[AffinityTerm]) -> tuple[AffinityTerm, ...]:
+        out = []
+        for t in terms:
+            if t.namespace_selector.is_empty() or t.namespace_selector.is_nothing():
+                out.append(t)
+                continue
+            names = [n for n in self.handle.namespace_names() if t.namespace_selector.matches(self._ns_labels(n))]
+            out.append(t.with_namespaces(names))
+        return tuple(out)
+
+    # ---- filtering --------------------------------------------------------------------
+
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> tuple[set[str] | None, Status | None]:
+        if pod.parse_error:
+            return None, Status.unresolvable(f"parsing pod: {pod.parse_error}")
+        s = _State()
+        s.pod = pod.pod
+        s.affinity_terms = self._merge_namespaces(pod.required_affinity_terms)
+        s.anti_terms = self._merge_namespaces(pod.required_anti_affinity_terms)
+        ns_labels = self._ns_labels(pod.namespace)
+        for n in nodes:
+            if not n.pods_with_required_anti_affinity:
+                continue
+            for ep in n.pods_with_required_anti_affinity.values():
+                for t in ep.required_anti_affinity_terms:
+                    if t.matches(pod.pod, ns_labels):
+                        _inc(s.existing_anti, n.labels, t.topology_key)
+        if s.affinity_terms or s.anti_terms:
+            for n in nodes:
+                for ep in n.pods.values():
+                    if s.affinity_terms and matches_all(s.affinity_terms, ep.pod):
+                        for t in s.affinity_terms:
+                            _inc(s.affinity, n.labels, t.topology_key)
+                    for t in s.anti_terms:
+                        if t.matches(ep.pod, {}):
+                            _inc(s.anti, n.labels, t.topology_key)
+        if not s.existing_anti and not s.affinity_terms and not s.anti_terms:
+            return None, Status(Code.SKIP)
+        state.write(_PRE_FILTER, s)
+        return None, None
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        s: _State = state.read(_PRE_FILTER)
+        labels = node.labels
+        if s.affinity_terms:
+            exist = True
+            for t in s.affinity_terms:
+                tv = labels.get(t.topology_key)
+                if tv is None:
+                    return Status.unresolvable(ERR_REASON_AFFINITY)
+                if s.affinity.get((t.topology_key, tv), 0) <= 0:
+                    exist = False
+            if not exist and not (not s.affinity and s.pod is not None and matches_all(s.affinity_terms, s.pod)):
+                return Status.unresolvable(ERR_REASON_AFFINITY)
+        if s.anti:
+            for t in s.anti_terms:
+                tv = labels.get(t.topology_key)
+                if tv is not None and s.anti.get((t.topology_key, tv), 0) > 0:
+                    return Status.unschedulable(ERR_REASON_ANTI_AFFINITY)
+        if s.existing_anti:
+            for k, v in labels.items():
+                if s.existing_anti.get((k, v), 0) > 0:
+                    return Status.unschedulable(ERR_REASON_EXISTING_ANTI_AFFINITY)
+        return None
+
+    # ---- scoring ----------------------------------------------------------------------
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
+        has_constraints = bool(pod.preferred_affinity_terms or pod.preferred_anti_affinity_terms)
+        if self.ignore_preferred_of_existing and not has_constraints:
+            return Status(Code.SKIP)
+        pref = self._merge_namespaces(pod.preferred_affinity_terms)
+        pref_anti = self._merge_namespaces(pod.preferred_anti_affinity_terms)
+        ns_labels = self._ns_labels(pod.namespace)
+        scores: dict[str, dict[str, int]] = {}
+
+        def add(
+            term: AffinityTerm, weight: int, target: Pod, nsl: Mapping[str, str], labels: Mapping[str, str]
+        ) -> None:
+            if term.matches(target, nsl):
+                tv = labels.get(term.topology_key)
+                if tv is not None:
+                    d = scores.setdefault(term.topology_key, {})
+                    d[tv] = d.get(tv, 0) + weight
+
+        all_nodes = self.handle.node_infos()
+        for n in all_nodes:
+            pods = n.pods.values() if has_constraints else n.pods_with_affinity.values()
+            if not n.labels:
+                continue
+            for ep in pods:
+                for t in pref:
+                    add(t, t.weight, ep.pod, {}, n.labels)
+                for t in pref_anti:
+                    add(t, -t.weight, ep.pod, {}, n.labels)
+                if self.hard_weight > 0:
+                    for t in ep.required_affinity_terms:
+                        add(t, self.hard_weight, pod.pod, ns_labels, n.labels)
+                if not self.ignore_preferred_of_existing:
+                    for t in ep.preferred_affinity_terms:
+                        add(t, t.weight, pod.pod, ns_labels, n.labels)
+                    for t in ep.preferred_anti_affinity_terms:
+                        add(t, -t.weight, pod.pod, ns_labels, n.labels)
+        if not scores:
+            return Status(Code.SKIP)
+        state.write(_PRE_SCORE, scores)
+        return None
+
+    def score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
+        scores: dict[str, dict[str, int]] = state.read(_PRE_SCORE)
+        out = []
+        for n in nodes:
+            total = 0
+            for key, values in scores.items():
+                v = n.labels.get(key)
+                if v is not None:
+                    total += values.get(v, 0)
+            out.append(total)
+        return out
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> None:
+        if not state.get(_PRE_SCORE) or not scores:
+            return
+        lo, hi = min(scores), max(scores)
+        diff = hi - lo
+        for i, sc in enumerate(scores):
+            scores[i] = int(MAX_NODE_SCORE * ((sc - lo) / diff)) if diff > 0 else 0
+
+    # ---- queueing hints ---------------------------------------------------------------
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(
+                ClusterEvent("Pod", ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.DELETE), self._after_pod
+            ),
+            ClusterEventWithHint(ClusterEvent("Node", ActionType.ADD | ActionType.UPDATE_NODE_LABEL), self._after_node),
+        ]
+
+    @staticmethod
+    def _after_pod(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        o = old if isinstance(old, Pod) else None
+        m = new if isinstance(new, Pod) else None
+        if (m is not None and not m.spec.node_name) or (o is not None and not o.spec.node_name):
+            return QueueingHint.QUEUE_SKIP
+        pi = PodInfo(pod)
+        terms, anti = pi.required_affinity_terms, pi.required_anti_affinity_terms
+        if m is not None and o is not None:
+            if not matches_all(terms, o) and matches_all(terms, m):
+                return QueueingHint.QUEUE
+            if matches_all(anti, o) and not matches_all(anti, m):
+                return QueueingHint.QUEUE
+            return QueueingHint.QUEUE_SKIP
+        if m is not None:
+            return QueueingHint.QUEUE if matches_all(terms, m) else QueueingHint.QUEUE_SKIP
+        if o is not None:
+            return QueueingHint.QUEUE if matches_all(anti, o) else QueueingHint.QUEUE_SKIP
+        return QueueingHint.QUEUE
+
+    @staticmethod
+    def _after_node(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        if not isinstance(new, Node):
+            return QueueingHint.QUEUE
+        pi = PodInfo(pod)
+        o = old.metadata.labels if isinstance(old, Node) else None
+        m = new.metadata.labels
+        for t in pi.required_affinity_terms:
+            if o is None:
+                if t.topology_key in m:
+                    return QueueingHint.QUEUE
+                continue
+            if t.topology_key not in o and t.topology_key in m:
+                return QueueingHint.QUEUE
+            if t.topology_key in o and t.topology_key in m and o[t.topology_key] != m[t.topology_key]:
+                return QueueingHint.QUEUE
+        for t in pi.required_anti_affinity_terms:
+            if o is None:
+                return QueueingHint.QUEUE
+            if t.topology_key in o and t.topology_key not in m:
+                return QueueingHint.QUEUE
+            if t.topology_key in o and t.topology_key in m and o[t.topology_key] != m[t.topology_key]:
+                return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP

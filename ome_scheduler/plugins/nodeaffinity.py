@@ -1,0 +1,173 @@
+"""NodeAffinity: ``nodeSelector`` and required node affinity filter; preferred terms score.
+
+Mirrors ``pkg/scheduler/framework/plugins/nodeaffinity/node_affinity.go``: PreFilter skips
+pods without node constraints, narrows to node names when every required term carries a
+``metadata.name In`` field requirement (``pod affinity terms conflict`` when they exclude
+each other); Filter rejects with UnschedulableAndUnresolvable
+``node(s) didn't match Pod's node affinity/selector`` (or, for the profile's
+``addedAffinity``, ``node(s) didn't match scheduler-enforced node affinity``); Score sums
+the weights of matching preferred terms and normalises to 0..100.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
+from ome_scheduler.framework.interface import (
+    CycleState,
+    FilterPlugin,
+    Handle,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+)
+from ome_scheduler.framework.runtime import ConfigError, FrameworkOptions
+from ome_scheduler.framework.status import Code, Status
+from ome_scheduler.framework.types import NodeInfo, PodInfo
+from ome_scheduler.kube.objects import Node, Pod, PreferredSchedulingTerm
+from ome_scheduler.kube.objects import NodeAffinity as NodeAffinitySpec
+from ome_scheduler.plugins.helper import default_normalize_score
+from ome_scheduler.util.labels import NodeSelectorMatcher, compile_term, term_matches
+
+ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
+ERR_REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
+ERR_REASON_CONFLICT = "pod affinity terms conflict"
+
+
+def required_matches(pod: PodInfo | Pod, name: str, labels: Mapping[str, str]) -> bool:
+    """``GetRequiredNodeAffinity(pod).Match``: nodeSelector and required terms both hold."""
+    p = pod.pod if isinstance(pod, PodInfo) else pod
+    for k, v in p.spec.node_selector.items():
+        if labels.get(k) != v:
+            return False
+    if isinstance(pod, PodInfo):
+        matcher = pod.node_selector_matcher
+    else:
+        aff = p.spec.affinity
+        na = aff.node_affinity if aff is not None else None
+        req = na.required_during_scheduling_ignored_during_execution if na is not None else None
+        matcher = NodeSelectorMatcher.from_node_selector(req) if req is not None else None
+    return matcher is None or matcher.matches(name, labels)
+
+
+class PreferredTerms:
+    """``nodeaffinity.PreferredSchedulingTerms``: weighted terms; a node scores the sum it matches."""
+
+    def __init__(self, terms: Sequence[PreferredSchedulingTerm]) -> None:
+        self.terms = [(t.weight, *compile_term(t.preference)) for t in terms if t.weight != 0]
+
+    def score(self, name: str, labels: Mapping[str, str]) -> int:
+        return sum(w for w, exprs, fields in self.terms if term_matches(exprs, fields, name, labels))
+
+
+class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
+    name = "NodeAffinity"
+
+    def __init__(self, added: NodeAffinitySpec | None = None) -> None:
+        self.added_selector: NodeSelectorMatcher | None = None
+        self.added_preferred: PreferredTerms | None = None
+        if added is not None:
+            if added.required_during_scheduling_ignored_during_execution is not None:
+                self.added_selector = NodeSelectorMatcher.from_node_selector(
+                    added.required_during_scheduling_ignored_during_execution
+                )
+            if added.preferred_during_scheduling_ignored_during_execution:
+                self.added_preferred = PreferredTerms(added.preferred_during_scheduling_ignored_during_execution)
+
+    @classmethod
+    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> NodeAffinity:
+        args = dict(args or {})
+        raw = args.pop("addedAffinity", None)
+        if args:
+            raise ConfigError(f'strict decoding error: unknown field "{next(iter(args))}"')
+        added = None
+        if raw is not None:
+            try:
+                added = msgspec.convert(raw, NodeAffinitySpec)
+            except msgspec.ValidationError as exc:
+                raise ConfigError(f"addedAffinity: {exc}") from exc
+            req = added.required_during_scheduling_ignored_during_execution
+            if req is not None and not req.node_selector_terms:
+                raise ConfigError(
+                    "addedAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms: "
+                    "Required value: must have at least one node selector term"
+                )
+        return cls(added)
+
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> tuple[set[str] | None, Status | None]:
+        aff = pod.pod.spec.affinity
+        na = aff.node_affinity if aff is not None else None
+        req = na.required_during_scheduling_ignored_during_execution if na is not None else None
+        if req is None and self.added_selector is None and not pod.pod.spec.node_selector:
+            return None, Status(Code.SKIP)
+        if req is None or not req.node_selector_terms:
+            return None, None
+        names: set[str] | None = None
+        for t in req.node_selector_terms:
+            term_names: set[str] | None = None
+            for r in t.match_fields:
+                if r.key == "metadata.name" and r.operator == "In":
+                    s = set(r.values)
+                    term_names = s if term_names is None else term_names & s
+            if term_names is None:
+                return None, None
+            names = term_names if names is None else names | term_names
+        if names is not None and not names:
+            return None, Status.unresolvable(ERR_REASON_CONFLICT)
+        return names, None
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        if self.added_selector is not None and not self.added_selector.matches(node.name, node.labels):
+            return Status.unresolvable(ERR_REASON_ENFORCED)
+        if not required_matches(pod, node.name, node.labels):
+            return Status.unresolvable(ERR_REASON_POD)
+        return None
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
+        aff = pod.pod.spec.affinity
+        na = aff.node_affinity if aff is not None else None
+        pref = na.preferred_during_scheduling_ignored_during_execution if na is not None else []
+        if not pref and self.added_preferred is None:
+            return Status(Code.SKIP)
+        state.write("PreScoreNodeAffinity", PreferredTerms(pref) if pref else None)
+        return None
+
+    def score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
+        terms: PreferredTerms | None = state.get("PreScoreNodeAffinity")
+        out = []
+        for n in nodes:
+            c = 0
+            if self.added_preferred is not None:
+                c += self.added_preferred.score(n.name, n.labels)
+            if terms is not None:
+                c += terms.score(n.name, n.labels)
+            out.append(c)
+        return out
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> None:
+        default_normalize_score(scores, reverse=False)
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(ClusterEvent("Node", ActionType.ADD | ActionType.UPDATE_NODE_LABEL), self._after_node)
+        ]
+
+    def _after_node(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        if not isinstance(new, Node):
+            return QueueingHint.QUEUE
+        md = new.metadata
+        if self.added_selector is not None and not self.added_selector.matches(md.name, md.labels):
+            return QueueingHint.QUEUE_SKIP
+        if not required_matches(pod, md.name, md.labels):
+            return QueueingHint.QUEUE_SKIP
+        if not isinstance(old, Node):
+            return QueueingHint.QUEUE
+        if required_matches(pod, old.metadata.name, old.metadata.labels):
+            return QueueingHint.QUEUE_SKIP
+        return QueueingHint.QUEUE

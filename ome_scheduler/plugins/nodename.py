@@ -1,0 +1,40 @@
+"""NodeName: a pod with ``spec.nodeName`` only fits that node.
+
+Mirrors ``pkg/scheduler/framework/plugins/nodename/node_name.go``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
+from ome_scheduler.framework.interface import CycleState, FilterPlugin, Handle
+from ome_scheduler.framework.runtime import FrameworkOptions
+from ome_scheduler.framework.status import Status
+from ome_scheduler.framework.types import NodeInfo, PodInfo
+from ome_scheduler.kube.objects import Node, Pod
+
+ERR_REASON = "node(s) didn't match the requested node name"
+
+
+class NodeName(FilterPlugin):
+    name = "NodeName"
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        want = pod.pod.spec.node_name
+        if want and want != node.name:
+            return Status.unresolvable(ERR_REASON)
+        return None
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [ClusterEventWithHint(ClusterEvent("Node", ActionType.ADD), self._after_node_add)]
+
+    @staticmethod
+    def _after_node_add(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        if isinstance(new, Node) and (not pod.spec.node_name or pod.spec.node_name == new.metadata.name):
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
+    @classmethod
+    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> NodeName:
+        return cls()

@@ -1,0 +1,66 @@
+"""NodePorts: a pod's host ports must be free on the node.
+
+Mirrors ``pkg/scheduler/framework/plugins/nodeports/node_ports.go``: PreFilter skips pods
+without host ports (sidecar init containers included); Filter rejects with Unschedulable
+``node(s) didn't have free ports for the requested pod ports``; 0.0.0.0 conflicts with
+every address.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
+from ome_scheduler.framework.interface import CycleState, FilterPlugin, Handle, PreFilterPlugin
+from ome_scheduler.framework.runtime import FrameworkOptions
+from ome_scheduler.framework.status import Code, Status
+from ome_scheduler.framework.types import HostPortInfo, NodeInfo, PodInfo
+from ome_scheduler.kube.objects import Pod
+
+ERR_REASON = "node(s) didn't have free ports for the requested pod ports"
+
+
+class NodePorts(PreFilterPlugin, FilterPlugin):
+    name = "NodePorts"
+
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> tuple[set[str] | None, Status | None]:
+        if not pod.host_ports:
+            return None, Status(Code.SKIP)
+        return None, None
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        used = node.used_ports
+        for ip, proto, port in pod.host_ports:
+            if used.conflicts(ip, proto, port):
+                return Status.unschedulable(ERR_REASON)
+        return None
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(ClusterEvent("Pod", ActionType.DELETE), self._after_pod_deleted),
+            ClusterEventWithHint(ClusterEvent("Node", ActionType.ADD), None),
+        ]
+
+    @staticmethod
+    def _after_pod_deleted(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        if not isinstance(old, Pod):
+            return QueueingHint.QUEUE
+        if not old.spec.node_name and not old.status.nominated_node_name:
+            return QueueingHint.QUEUE_SKIP
+        deleted = PodInfo(old).host_ports
+        if not deleted:
+            return QueueingHint.QUEUE_SKIP
+        in_use = HostPortInfo()
+        for ip, proto, port in deleted:
+            in_use.add(ip, proto, port)
+        for ip, proto, port in PodInfo(pod).host_ports:
+            if in_use.conflicts(ip, proto, port):
+                return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
+    @classmethod
+    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> NodePorts:
+        return cls()

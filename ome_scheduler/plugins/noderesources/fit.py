@@ -1,0 +1,339 @@
+"""NodeResourcesFit: requests must fit the node's free allocatable; scoring by strategy.
+
+Mirrors ``pkg/scheduler/framework/plugins/noderesources/fit.go``, ``resource_allocation.go``,
+``most_allocated.go``, ``least_allocated.go`` and ``requested_to_capacity_ratio.go``:
+
+* Filter: ``Too many pods`` when the node's pod slots are used up; ``Insufficient {r}`` for
+  every requested resource (cpu in millicores, memory and ephemeral-storage in bytes,
+  extended resources such as ``nvidia.com/gpu``) above free allocatable. The status is
+  UnschedulableAndUnresolvable when a request exceeds the node's whole allocatable.
+* Score: per configured resource, ``requested = node's (non-zero) requests + pod's``;
+  MostAllocated ``requested*100/allocatable``, LeastAllocated
+  ``(allocatable-requested)*100/allocatable``, RequestedToCapacityRatio a broken linear
+  function of utilisation; the weighted mean over resources the node has.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
+from ome_scheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    CycleState,
+    FilterPlugin,
+    Handle,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+)
+from ome_scheduler.framework.runtime import ConfigError, FrameworkOptions
+from ome_scheduler.framework.status import Status
+from ome_scheduler.framework.types import (
+    DEFAULT_MEMORY_REQUEST,
+    DEFAULT_MILLI_CPU_REQUEST,
+    NodeInfo,
+    PodInfo,
+    Resource,
+    is_extended_resource_name,
+    is_scalar_resource_name,
+    pod_requests,
+)
+from ome_scheduler.kube.objects import Node, Pod
+
+MAX_UTILIZATION = 100
+MAX_CUSTOM_PRIORITY_SCORE = 10
+
+
+def insufficient_resources(
+    req: Resource, node: NodeInfo, ignored: frozenset[str] = frozenset(), ignored_groups: frozenset[str] = frozenset()
+) -> tuple[list[str], bool]:
+    """``fitsRequest``: (reasons, unresolvable) for a pod request on a node."""
+    reasons: list[str] = []
+    unresolvable = False
+    alloc = node.allocatable
+    used = node.requested
+    if len(node.pods) + 1 > alloc.allowed_pod_number:
+        reasons.append("Too many pods")
+    if req.milli_cpu == 0 and req.memory == 0 and req.ephemeral_storage == 0 and not req.scalar:
+        return reasons, unresolvable
+    if req.milli_cpu > 0 and req.milli_cpu > alloc.milli_cpu - used.milli_cpu:
+        reasons.append("Insufficient cpu")
+        unresolvable |= req.milli_cpu > alloc.milli_cpu
+    if req.memory > 0 and req.memory > alloc.memory - used.memory:
+        reasons.append("Insufficient memory")
+        unresolvable |= req.memory > alloc.memory
+    if req.ephemeral_storage > 0 and req.ephemeral_storage > alloc.ephemeral_storage - used.ephemeral_storage:
+        reasons.append("Insufficient ephemeral-storage")
+        unresolvable |= req.ephemeral_storage > alloc.ephemeral_storage
+    for name, q in req.scalar.items():
+        if q == 0:
+            continue
+        if (ignored or ignored_groups) and is_extended_resource_name(name):
+            if name in ignored or name.split("/")[0] in ignored_groups:
+                continue
+        cap = alloc.scalar.get(name, 0)
+        if q > cap - used.scalar.get(name, 0):
+            reasons.append(f"Insufficient {name}")
+            unresolvable |= q > cap
+    return reasons, unresolvable
+
+
+def fits(pod: PodInfo, node: NodeInfo) -> bool:
+    """Whether the pod's requests fit the node now (``noderesources.Fits`` is empty)."""
+    return not insufficient_resources(pod.requests, node)[0]
+
+
+def _most(requested: int, capacity: int) -> int:
+    if capacity == 0:
+        return 0
+    return min(requested, capacity) * MAX_NODE_SCORE // capacity
+
+
+def _least(requested: int, capacity: int) -> int:
+    if capacity == 0 or requested > capacity:
+        return 0
+    return (capacity - requested) * MAX_NODE_SCORE // capacity
+
+
+def broken_linear(shape: Sequence[tuple[int, int]]) -> Any:
+    """``helper.BuildBrokenLinearFunction`` over (utilization, score) points."""
+
+    def f(p: int) -> int:
+        for i, (u, s) in enumerate(shape):
+            if p <= u:
+                if i == 0:
+                    return shape[0][1]
+                u0, s0 = shape[i - 1]
+                num = (s - s0) * (p - u0)
+                den = u - u0
+                q = abs(num) // den
+                return s0 + (q if num >= 0 else -q)  # Go integer division truncates toward zero
+        return shape[-1][1]
+
+    return f
+
+
+class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
+    """Arguments: ``ignoredResources``, ``ignoredResourceGroups``, ``scoringStrategy``."""
+
+    name = "NodeResourcesFit"
+
+    def __init__(
+        self,
+        strategy: str = "LeastAllocated",
+        resources: Sequence[tuple[str, int]] = (("cpu", 1), ("memory", 1)),
+        shape: Sequence[tuple[int, int]] = (),
+        ignored: frozenset[str] = frozenset(),
+        ignored_groups: frozenset[str] = frozenset(),
+    ) -> None:
+        self.strategy = strategy
+        self.resources = list(resources)
+        self.ignored = ignored
+        self.ignored_groups = ignored_groups
+        self._shape_fn = broken_linear(shape) if shape else None
+
+    @classmethod
+    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> NodeResourcesFit:
+        args = dict(args or {})
+        ignored = args.pop("ignoredResources", None) or []
+        groups = args.pop("ignoredResourceGroups", None) or []
+        ss = args.pop("scoringStrategy", None) or {}
+        if args:
+            raise ConfigError(f'strict decoding error: unknown field "{next(iter(args))}"')
+        if not isinstance(ss, dict):
+            raise ConfigError("scoringStrategy: Invalid value: must be an object")
+        ss = dict(ss)
+        strategy = ss.pop("type", None) or "LeastAllocated"
+        raw_resources = ss.pop("resources", None)
+        rtcr = ss.pop("requestedToCapacityRatio", None)
+        if ss:
+            raise ConfigError(f'strict decoding error: unknown field "scoringStrategy.{next(iter(ss))}"')
+        if strategy not in ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"):
+            raise ConfigError(
+                f'scoringStrategy.type: Unsupported value: "{strategy}": supported values: '
+                '"LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"'
+            )
+        if raw_resources is None:
+            raw_resources = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
+        resources = validate_resources(raw_resources, "scoringStrategy.resources")
+        shape: list[tuple[int, int]] = []
+        if strategy == "RequestedToCapacityRatio":
+            pts = (rtcr or {}).get("shape") or []
+            if not pts:
+                raise ConfigError(
+                    "scoringStrategy.requestedToCapacityRatio.shape: Required value: "
+                    "at least one point must be specified"
+                )
+            prev = -1
+            for i, p in enumerate(pts):
+                u, s = int(p.get("utilization", 0)), int(p.get("score", 0))
+                at = f"scoringStrategy.requestedToCapacityRatio.shape[{i}]"
+                if not 0 <= u <= 100:
+                    raise ConfigError(f"{at}.utilization: Invalid value: {u}: not in valid range [0, 100]")
+                if u <= prev:
+                    raise ConfigError(
+                        f"{at}.utilization: Invalid value: {u}: utilization values must be sorted in increasing order"
+                    )
+                if not 0 <= s <= MAX_CUSTOM_PRIORITY_SCORE:
+                    raise ConfigError(f"{at}.score: Invalid value: {s}: not in valid range [0, 10]")
+                prev = u
+                shape.append((u, s * (MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE)))
+        for i, name in enumerate(groups):
+            if "/" in name:
+                raise ConfigError(
+                    f"ignoredResourceGroups[{i}]: Invalid value: \"{name}\": resource group name can't contain '/'"
+                )
+        return cls(strategy, resources, shape, frozenset(ignored), frozenset(groups))
+
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> tuple[set[str] | None, Status | None]:
+        return None, None
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        reasons, unresolvable = insufficient_resources(pod.requests, node, self.ignored, self.ignored_groups)
+        if not reasons:
+            return None
+        return Status.unresolvable(*reasons) if unresolvable else Status.unschedulable(*reasons)
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
+        state.write("PreScoreNodeResourcesFit", self.pod_request_list(pod.pod))
+        return None
+
+    def pod_request_list(self, pod: Pod) -> list[int]:
+        """``calculatePodResourceRequestList``: requests per configured resource (non-zero cpu/memory)."""
+        reqs = pod_requests(pod, {"cpu": DEFAULT_MILLI_CPU_REQUEST, "memory": DEFAULT_MEMORY_REQUEST})
+        return [reqs.get(name, 0) for name, _ in self.resources]
+
+    def score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
+        pod_reqs: list[int] | None = state.get("PreScoreNodeResourcesFit")
+        if pod_reqs is None:
+            pod_reqs = self.pod_request_list(pod.pod)
+        return [resource_score(self.strategy, self.resources, pod_reqs, n, self._shape_fn) for n in nodes]
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(
+                ClusterEvent("Pod", ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN), self._after_pod_event
+            ),
+            ClusterEventWithHint(
+                ClusterEvent("Node", ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE), self._after_node_change
+            ),
+        ]
+
+    @staticmethod
+    def _after_pod_event(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        if new is None:
+            if isinstance(old, Pod) and not old.spec.node_name and not old.status.nominated_node_name:
+                return QueueingHint.QUEUE_SKIP
+            return QueueingHint.QUEUE
+        if not isinstance(new, Pod) or not isinstance(old, Pod):
+            return QueueingHint.QUEUE
+        if new.metadata.uid == pod.metadata.uid:
+            return QueueingHint.QUEUE
+        if not new.spec.node_name:
+            return QueueingHint.QUEUE_SKIP
+        before, after, target = pod_requests(old), pod_requests(new), pod_requests(pod)
+        for name, v in target.items():
+            if v and before.get(name, 0) > after.get(name, 0):
+                return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
+    @staticmethod
+    def _after_node_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        if not isinstance(new, Node):
+            return QueueingHint.QUEUE
+        pi = PodInfo(pod)
+        ni = NodeInfo(new.metadata.name)
+        ni.set_node(new)
+        if insufficient_resources(pi.requests, ni)[0]:
+            return QueueingHint.QUEUE_SKIP
+        if not isinstance(old, Node):
+            return QueueingHint.QUEUE
+        o = Resource.from_list(old.status.allocatable)
+        m = ni.allocatable
+        r = pi.requests
+        if m.allowed_pod_number > o.allowed_pod_number:
+            return QueueingHint.QUEUE
+        if (
+            (r.milli_cpu > 0 and m.milli_cpu > o.milli_cpu)
+            or (r.memory > 0 and m.memory > o.memory)
+            or (r.ephemeral_storage > 0 and m.ephemeral_storage > o.ephemeral_storage)
+        ):
+            return QueueingHint.QUEUE
+        for name, q in r.scalar.items():
+            if q and m.scalar.get(name, 0) > o.scalar.get(name, 0):
+                return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
+
+def validate_resources(raw: Any, path: str) -> list[tuple[str, int]]:
+    """Validate ``[{name, weight}]`` like ``validateResources``: names unique, weights 1..100."""
+    out: list[tuple[str, int]] = []
+    seen: set[str] = set()
+    if not isinstance(raw, list):
+        raise ConfigError(f"{path}: Invalid value: must be a list")
+    for i, r in enumerate(raw):
+        if not isinstance(r, dict):
+            raise ConfigError(f"{path}[{i}]: Invalid value: must be an object with name and weight")
+        unknown = set(r) - {"name", "weight"}
+        if unknown:
+            raise ConfigError(f'strict decoding error: unknown field "{path}[{i}].{sorted(unknown)[0]}"')
+        name = r.get("name")
+        weight = r.get("weight", 0)
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{path}[{i}].name: Required value")
+        if not isinstance(weight, int) or isinstance(weight, bool) or weight <= 0 or weight > 100:
+            raise ConfigError(
+                f"{path}[{i}].weight: Invalid value: {weight}: resource weight of {name} should be in range [1, 100]"
+            )
+        if name in seen:
+            raise ConfigError(f'{path}[{i}].name: Duplicate value: "{name}"')
+        seen.add(name)
+        out.append((name, weight))
+    return out
+
+
+def resource_score(
+    strategy: str, resources: Sequence[tuple[str, int]], pod_reqs: Sequence[int], node: NodeInfo, shape_fn: Any = None
+) -> int:
+    """``resourceAllocationScorer.score`` for one node (integer, 0..100)."""
+    alloc = node.allocatable
+    nz = node.non_zero_requested
+    req = node.requested
+    score_sum = 0
+    weight_sum = 0
+    rtcr = strategy == "RequestedToCapacityRatio"
+    for (name, weight), pr in zip(resources, pod_reqs, strict=True):
+        if name == "cpu":
+            a, r = alloc.milli_cpu, nz.milli_cpu + pr
+        elif name == "memory":
+            a, r = alloc.memory, nz.memory + pr
+        elif name == "ephemeral-storage":
+            a, r = alloc.ephemeral_storage, req.ephemeral_storage + pr
+        else:
+            if pr == 0 and is_scalar_resource_name(name):
+                continue
+            if name not in alloc.scalar:
+                continue
+            a, r = alloc.scalar[name], req.scalar.get(name, 0) + pr
+        if a == 0:
+            continue
+        if strategy == "MostAllocated":
+            s = _most(r, a)
+        elif strategy == "LeastAllocated":
+            s = _least(r, a)
+        else:
+            s = shape_fn(MAX_UTILIZATION if r > a else r * MAX_UTILIZATION // a)
+            if s <= 0:
+                continue
+        score_sum += s * weight
+        weight_sum += weight
+    if weight_sum == 0:
+        return 0
+    if rtcr:
+        return int(math.floor(score_sum / weight_sum + 0.5))
+    return score_sum // weight_sum

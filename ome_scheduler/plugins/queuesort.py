@@ -1,0 +1,27 @@
+"""PrioritySort: activeQ order by priority (highest first), then by queue timestamp.
+
+Mirrors ``pkg/scheduler/framework/plugins/queuesort/priority_sort.go``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ome_scheduler.framework.interface import Handle, QueueSortPlugin
+from ome_scheduler.framework.runtime import FrameworkOptions
+from ome_scheduler.framework.types import QueuedPodInfo
+
+
+class PrioritySort(QueueSortPlugin):
+    name = "PrioritySort"
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        pa, pb = a.pod_info.priority, b.pod_info.priority
+        return pa > pb or (pa == pb and a.timestamp < b.timestamp)
+
+    def sort_key(self, q: QueuedPodInfo) -> tuple[Any, ...]:
+        return (-q.pod_info.priority, q.timestamp)
+
+    @classmethod
+    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> PrioritySort:
+        return cls()

@@ -1,0 +1,78 @@
+"""TaintToleration: NoSchedule/NoExecute taints must be tolerated; PreferNoSchedule scores.
+
+Mirrors ``pkg/scheduler/framework/plugins/tainttoleration/taint_toleration.go``: Filter
+rejects with UnschedulableAndUnresolvable ``node(s) had untolerated taint(s)``; Score
+counts intolerable PreferNoSchedule taints and NormalizeScore reverses them, so nodes with
+fewer such taints score higher.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
+from ome_scheduler.framework.interface import CycleState, FilterPlugin, Handle, PreScorePlugin, ScorePlugin
+from ome_scheduler.framework.runtime import FrameworkOptions
+from ome_scheduler.framework.status import Status
+from ome_scheduler.framework.types import NodeInfo, PodInfo
+from ome_scheduler.kube.objects import Node, Pod
+from ome_scheduler.plugins.helper import default_normalize_score, find_untolerated_taint, tolerations_tolerate_taint
+
+ERR_REASON = "node(s) had untolerated taint(s)"
+_STATE = "PreScoreTaintToleration"
+
+
+class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin):
+    name = "TaintToleration"
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        if node.taints and find_untolerated_taint(node.taints, pod.pod.spec.tolerations) is not None:
+            return Status.unresolvable(ERR_REASON)
+        return None
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
+        state.write(_STATE, [t for t in pod.pod.spec.tolerations if not t.effect or t.effect == "PreferNoSchedule"])
+        return None
+
+    def score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
+        tolerations = state.get(_STATE)
+        if tolerations is None:
+            tolerations = [t for t in pod.pod.spec.tolerations if not t.effect or t.effect == "PreferNoSchedule"]
+        out = []
+        for n in nodes:
+            c = 0
+            for taint in n.taints:
+                if taint.effect == "PreferNoSchedule" and not tolerations_tolerate_taint(tolerations, taint):
+                    c += 1
+            out.append(c)
+        return out
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> None:
+        default_normalize_score(scores, reverse=True)
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(ClusterEvent("Node", ActionType.ADD | ActionType.UPDATE_NODE_TAINT), self._after_node),
+            ClusterEventWithHint(ClusterEvent("Pod", ActionType.UPDATE_POD_TOLERATION), self._after_toleration),
+        ]
+
+    @staticmethod
+    def _after_node(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        if not isinstance(new, Node):
+            return QueueingHint.QUEUE
+        was = True
+        if isinstance(old, Node):
+            was = find_untolerated_taint(old.spec.taints, pod.spec.tolerations) is not None
+        now = find_untolerated_taint(new.spec.taints, pod.spec.tolerations) is not None
+        return QueueingHint.QUEUE if was and not now else QueueingHint.QUEUE_SKIP
+
+    @staticmethod
+    def _after_toleration(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        if isinstance(new, Pod) and new.metadata.uid == pod.metadata.uid:
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
+    @classmethod
+    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> TaintToleration:
+        return cls()
