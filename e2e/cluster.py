@@ -753,6 +753,18 @@ class Cluster:
         self._log(f"started {name} (pid {proc.pid}{f', port {port}' if port else ''})")
         return rec
 
+    def start_process(self, name: str, argv: list[str]) -> ProcRecord:
+        """Start an extra process (e.g. ome-scheduler) that ``down`` stops before the control plane.
+
+        Its output goes to ``logs/<name>.log``. Raises ClusterNotRunning when the cluster is not up.
+        """
+        if not self.is_running():
+            raise ClusterNotRunning(f"no running cluster in {self.state_dir}")
+        old = self._require_state().components.get(name)
+        if old is not None and old.alive():
+            self._stop_group([old])
+        return self._spawn(name, argv, None)
+
     def _alive_fn(self, name: str) -> Callable[[], bool]:
         proc = self._popen.get(name)
         rec = self._require_state().components[name]
@@ -972,6 +984,8 @@ class Cluster:
             return
         comps = self._state.components
         groups = [["kwok", "kube-scheduler", "kube-controller-manager"], ["kube-apiserver"], ["etcd"]]
+        extra = [n for n in comps if not any(n in g for g in groups)]
+        groups.insert(0, extra)  # processes added with start_process (ome-scheduler) stop first
         for group in groups:
             recs = [comps[n] for n in group if n in comps]
             self._stop_group(recs)

@@ -1,0 +1,43 @@
+# Everyday commands. Each target installs what it needs first (Python venv, Kubernetes binaries).
+#   make demo    the documented demo gang on a local real Kubernetes 1.35 control plane
+#   make test    lint, type checks, unit tests and end-to-end tests (what CI runs)
+#   make down    stop the local control plane and ome-scheduler
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: venv binaries demo down lint unit e2e test bench clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(BIN)/.installed
+
+binaries:
+	e2e/build-binaries.sh
+
+demo: venv binaries
+	$(BIN)/python -m e2e.demo
+
+down: venv
+	$(BIN)/python -m e2e.cluster down
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+unit: venv
+	$(BIN)/pytest tests
+
+e2e: venv binaries
+	$(BIN)/pytest e2e
+
+test: lint venv binaries
+	$(BIN)/pytest tests e2e
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build dist *.egg-info

@@ -1,0 +1,532 @@
+"""Helpers for end-to-end tests: a small API client, object builders, an ome-scheduler process.
+
+Everything talks to the real local control plane (``e2e/cluster.py``). Tests isolate
+themselves with a namespace and nodes of their own: node names and the domain label key
+carry a per-test suffix, so gangs of one test never see another test's domains.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import yaml
+
+from e2e.cluster import Cluster
+
+REPO = Path(__file__).resolve().parent.parent
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+TOPOLOGY_ANNOTATION = "ome.io/topology-key"
+SCHEDULER_NAME = "ome-scheduler"
+
+T = TypeVar("T")
+
+
+def wait_for(what: str, fn: Callable[[], T | None], timeout: float = 30.0, interval: float = 0.2) -> T:
+    """Poll ``fn`` until it returns something truthy; raise AssertionError after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+
+class Api:
+    """Synchronous JSON access to the API server as cluster admin."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.http = httpx.Client(base_url=cluster.server, verify=cluster._ssl_context(), timeout=30.0)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def _check(self, r: httpx.Response) -> Any:
+        if r.status_code >= 400:
+            raise AssertionError(f"{r.request.method} {r.request.url.path}: {r.status_code} {r.text[:300]}")
+        return r.json() if r.content else None
+
+    def get(self, path: str, **params: str) -> Any:
+        return self._check(self.http.get(path, params=params))
+
+    def try_get(self, path: str) -> Any | None:
+        r = self.http.get(path)
+        return None if r.status_code == 404 else self._check(r)
+
+    def post(self, path: str, body: Any) -> Any:
+        return self._check(self.http.post(path, json=body))
+
+    def delete(self, path: str) -> None:
+        r = self.http.delete(path)
+        if r.status_code not in (200, 202, 404):
+            self._check(r)
+
+    def patch(self, path: str, body: Any, ctype: str = "application/merge-patch+json") -> Any:
+        return self._check(self.http.patch(path, content=_json(body), headers={"Content-Type": ctype}))
+
+    # ---- objects ----------------------------------------------------------------------
+
+    def create_namespace(self, name: str) -> None:
+        self.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+    def delete_namespace(self, name: str) -> None:
+        self.delete(f"/api/v1/namespaces/{name}")
+
+    def create_pod(self, pod: Mapping[str, Any]) -> Any:
+        ns = pod["metadata"]["namespace"]
+        return self.post(f"/api/v1/namespaces/{ns}/pods", pod)
+
+    def delete_pod(self, ns: str, name: str, grace: int = 0) -> None:
+        self.delete(f"/api/v1/namespaces/{ns}/pods/{name}?gracePeriodSeconds={grace}")
+
+    def pod(self, ns: str, name: str) -> Any:
+        return self.get(f"/api/v1/namespaces/{ns}/pods/{name}")
+
+    def pods(self, ns: str, selector: str | None = None) -> list[Any]:
+        params = {"labelSelector": selector} if selector else {}
+        return list(self.get(f"/api/v1/namespaces/{ns}/pods", **params)["items"])
+
+    def create_pod_group(self, pg: Mapping[str, Any]) -> Any:
+        ns = pg["metadata"]["namespace"]
+        return self.post(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups", pg)
+
+    def delete_pod_group(self, ns: str, name: str) -> None:
+        self.delete(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups/{name}")
+
+    def patch_pod_group(self, ns: str, name: str, body: Any) -> Any:
+        return self.patch(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups/{name}", body)
+
+    def create_node(self, node: Mapping[str, Any]) -> Any:
+        return self.post("/api/v1/nodes", node)
+
+    def delete_node(self, name: str) -> None:
+        self.delete(f"/api/v1/nodes/{name}")
+
+    def patch_node(self, name: str, body: Any) -> Any:
+        return self.patch(f"/api/v1/nodes/{name}", body)
+
+    def nodes(self, selector: str | None = None) -> list[Any]:
+        params = {"labelSelector": selector} if selector else {}
+        return list(self.get("/api/v1/nodes", **params)["items"])
+
+    def events(self, ns: str, pod: str | None = None) -> list[Any]:
+        items = self.get(f"/apis/events.k8s.io/v1/namespaces/{ns}/events")["items"]
+        if pod is not None:
+            items = [e for e in items if e.get("regarding", {}).get("name") == pod]
+        return list(items)
+
+    def event_notes(self, ns: str, pod: str, reason: str) -> list[str]:
+        return [str(e.get("note", "")) for e in self.events(ns, pod) if e.get("reason") == reason]
+
+
+def _json(body: Any) -> bytes:
+    return json.dumps(body).encode()
+
+
+# ---- builders --------------------------------------------------------------------------
+
+_counter = itertools.count(1)
+
+
+def unique(prefix: str) -> str:
+    """A short DNS-safe unique name."""
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def node(
+    name: str,
+    labels: Mapping[str, str] | None = None,
+    *,
+    gpu: int = 1,
+    cpu: str = "8",
+    memory: str = "32Gi",
+    pods: int = 110,
+    taints: Sequence[Mapping[str, str]] = (),
+    unschedulable: bool = False,
+) -> dict[str, Any]:
+    """A kwok-managed Node object with capacity and allocatable set."""
+    res = {"cpu": cpu, "memory": memory, "pods": str(pods)}
+    if gpu:
+        res["nvidia.com/gpu"] = str(gpu)
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "type": "kwok",
+                **(labels or {}),
+            },
+        },
+        "spec": {"taints": list(taints), "unschedulable": unschedulable},
+        "status": {"capacity": dict(res), "allocatable": dict(res)},
+    }
+
+
+def pod(
+    name: str,
+    ns: str,
+    *,
+    gang: str | None = None,
+    gpu: int = 1,
+    cpu: str | None = None,
+    memory: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    scheduler: str = SCHEDULER_NAME,
+    anti_affinity_on: str | None = None,
+    node_selector: Mapping[str, str] | None = None,
+    node_name: str | None = None,
+    affinity: Mapping[str, Any] | None = None,
+    tolerations: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    """A pause pod; ``gang`` sets the pod-group label, ``anti_affinity_on`` a required
+    anti-affinity against pods with the same ``app`` label on that topology key."""
+    lab = {"app": gang or name, **(labels or {})}
+    if gang:
+        lab[POD_GROUP_LABEL] = gang
+    req: dict[str, str] = {}
+    if gpu:
+        req["nvidia.com/gpu"] = str(gpu)
+    if cpu:
+        req["cpu"] = cpu
+    if memory:
+        req["memory"] = memory
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "terminationGracePeriodSeconds": 0,
+        "containers": [
+            {
+                "name": "pause",
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": dict(req), "limits": dict(req)} if req else {},
+            }
+        ],
+    }
+    aff: dict[str, Any] = copy.deepcopy(dict(affinity)) if affinity else {}
+    if anti_affinity_on:
+        aff["podAntiAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": lab["app"]}}, "topologyKey": anti_affinity_on}
+            ]
+        }
+    if aff:
+        spec["affinity"] = aff
+    if node_selector:
+        spec["nodeSelector"] = dict(node_selector)
+    if node_name:
+        spec["nodeName"] = node_name
+    if tolerations:
+        spec["tolerations"] = list(tolerations)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns, "labels": lab}, "spec": spec}
+
+
+def pod_group(
+    name: str,
+    ns: str,
+    min_member: int,
+    *,
+    topology_key: str | None = None,
+    timeout: int | None = 300,
+    labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    md: dict[str, Any] = {"name": name, "namespace": ns}
+    if topology_key:
+        md["annotations"] = {TOPOLOGY_ANNOTATION: topology_key}
+    if labels:
+        md["labels"] = dict(labels)
+    spec: dict[str, Any] = {"minMember": min_member}
+    if timeout is not None:
+        spec["scheduleTimeoutSeconds"] = timeout
+    return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": md, "spec": spec}
+
+
+# ---- the scheduler under test ----------------------------------------------------------
+
+
+def chart_config(
+    *,
+    scheduler_name: str = SCHEDULER_NAME,
+    topology_key: str | None = None,
+    percentage: int | None = None,
+    leader_elect: bool = False,
+    lease_namespace: str = "kube-system",
+    gang_args: Mapping[str, Any] | None = None,
+    fit_resources: Sequence[Mapping[str, Any]] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The KubeSchedulerConfiguration the chart renders with its defaults (spec chart.md §3.3)."""
+    args: dict[str, Any] = {
+        "podGroupTopologyKeyAnnotation": "ome.io/topology-key",
+        "unsupportedPlacementGroupLabel": "ome.io/placement-group",
+        "defaultPermitTimeoutSeconds": 600,
+        "podGroupSyncTimeoutSeconds": 30,
+        "gcIntervalSeconds": 60,
+        "standaloneDomainPacking": True,
+    }
+    if topology_key:
+        args = {"topologyKey": topology_key, **args}
+    args.update(gang_args or {})
+    profile: dict[str, Any] = {"schedulerName": scheduler_name}
+    if percentage is not None:
+        profile["percentageOfNodesToScore"] = percentage
+    profile["plugins"] = {
+        "multiPoint": {"enabled": [{"name": "OMEGangPack"}], "disabled": [{"name": "DefaultPreemption"}]},
+        "score": {
+            "enabled": [{"name": "NodeResourcesFit", "weight": 10}, {"name": "OMEGangPack", "weight": 10}],
+            "disabled": [{"name": "PodTopologySpread"}],
+        },
+    }
+    profile["pluginConfig"] = [
+        {"name": "OMEGangPack", "args": args},
+        {
+            "name": "NodeResourcesFit",
+            "args": {
+                "scoringStrategy": {
+                    "type": "MostAllocated",
+                    "resources": list(fit_resources or [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]),
+                }
+            },
+        },
+    ]
+    cfg: dict[str, Any] = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {
+            "leaderElect": leader_elect,
+            "resourceName": scheduler_name,
+            "resourceNamespace": lease_namespace,
+        },
+        "profiles": [profile],
+    }
+    cfg.update(extra or {})
+    return cfg
+
+
+class SchedulerProcess:
+    """An ``ome-scheduler`` subprocess with a given configuration and its log file."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        config: Mapping[str, Any],
+        *,
+        name: str = "ome-scheduler",
+        v: int = 4,
+        extra_args: Sequence[str] = (),
+        kubeconfig: Path | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.dir = cluster.state_dir / "schedulers" / unique(name)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.config_path = self.dir / "config.yaml"
+        self.config_path.write_text(yaml.safe_dump(dict(config), sort_keys=False))
+        self.log_path = self.dir / "scheduler.log"
+        self.argv = [
+            sys.executable,
+            "-m",
+            "ome_scheduler",
+            f"--config={self.config_path}",
+            f"--kubeconfig={kubeconfig or cluster.kubeconfig}",
+            f"--v={v}",
+            *extra_args,
+        ]
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> SchedulerProcess:
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            self.argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            start_new_session=True,
+        )
+        wait_for(
+            "ome-scheduler informers synced",
+            lambda: self.alive_or_raise() and "informers synced" in self.log(),
+            timeout=45,
+        )
+        return self
+
+    def alive_or_raise(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"ome-scheduler exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
+        return True
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def signal(self, sig: signal.Signals) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.signal(signal.SIGKILL)
+                self.proc.wait(5)
+        return self.proc.returncode
+
+    def __enter__(self) -> SchedulerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def temp_nodes(api: Api, nodes: Sequence[Mapping[str, Any]], ready_timeout: float = 30.0) -> Iterator[list[str]]:
+    """Create nodes for one test, wait until Ready and untainted, delete them afterwards."""
+    names = [n["metadata"]["name"] for n in nodes]
+    for n in nodes:
+        api.create_node(n)
+
+    def ready() -> bool:
+        got = {n["metadata"]["name"]: n for n in api.nodes()}
+        for name in names:
+            n = got.get(name)
+            if n is None:
+                return False
+            conds = n.get("status", {}).get("conditions", [])
+            if not any(c["type"] == "Ready" and c["status"] == "True" for c in conds):
+                return False
+            if any(t["key"] == "node.kubernetes.io/not-ready" for t in n["spec"].get("taints") or []):
+                return False
+        return True
+
+    wait_for(f"nodes {names} Ready", ready, timeout=ready_timeout)
+    try:
+        yield names
+    finally:
+        for name in names:
+            api.delete_node(name)
+
+
+# ---- assertions ------------------------------------------------------------------------
+
+
+def node_of(api: Api, ns: str, name: str) -> str:
+    return str(api.pod(ns, name)["spec"].get("nodeName") or "")
+
+
+def wait_bound(api: Api, ns: str, names: Sequence[str], timeout: float = 30.0) -> dict[str, str]:
+    """Wait until every named pod has a node; return pod -> node."""
+
+    def bound() -> dict[str, str] | None:
+        out = {n: node_of(api, ns, n) for n in names}
+        return out if all(out.values()) else None
+
+    return wait_for(f"pods {list(names)} bound", bound, timeout=timeout)
+
+
+def scheduled_condition(api: Api, ns: str, name: str) -> dict[str, Any] | None:
+    for c in api.pod(ns, name).get("status", {}).get("conditions", []) or []:
+        if c.get("type") == "PodScheduled":
+            return dict(c)
+    return None
+
+
+def wait_message(api: Api, ns: str, name: str, substring: str, timeout: float = 30.0) -> str:
+    """Wait until the pod's PodScheduled condition or a FailedScheduling event contains ``substring``."""
+
+    def found() -> str | None:
+        c = scheduled_condition(api, ns, name)
+        if c and substring in c.get("message", ""):
+            return str(c["message"])
+        for note in api.event_notes(ns, name, "FailedScheduling"):
+            if substring in note:
+                return note
+        return None
+
+    return wait_for(f"message {substring!r} on {ns}/{name}", found, timeout=timeout)
+
+
+def assert_invariants(api: Api, ns: str, domain_key: str | None = None) -> None:
+    """Checks that hold after every e2e test (issue 4):
+
+    * no gang has bound members in two domains (or on a node without the domain label);
+    * no node is over-committed (sum of bound pods' requests within allocatable);
+    * no gang has fewer than ``minMember`` members bound while some are bound, unless members
+      of it are still pending (a newly started gang binds all together or not at all).
+    """
+    pods = [p for p in api.pods(ns) if p["status"].get("phase") not in ("Succeeded", "Failed")]
+    pgs = {
+        pg["metadata"]["name"]: pg
+        for pg in api.get(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups")["items"]
+    }
+    nodes = {n["metadata"]["name"]: n for n in api.nodes()}
+    by_gang: dict[str, list[Any]] = {}
+    for p in pods:
+        g = p["metadata"].get("labels", {}).get(POD_GROUP_LABEL)
+        if g:
+            by_gang.setdefault(g, []).append(p)
+    for g, members in by_gang.items():
+        pg = pgs.get(g)
+        key = domain_key
+        if pg is not None:
+            key = pg["metadata"].get("annotations", {}).get(TOPOLOGY_ANNOTATION, key)
+        bound = [m for m in members if m["spec"].get("nodeName")]
+        if key:
+            # Nodes a test already deleted cannot be judged; every check inside a test runs first.
+            domains = {
+                nodes[m["spec"]["nodeName"]]["metadata"].get("labels", {}).get(key, "<none>")
+                for m in bound
+                if m["spec"]["nodeName"] in nodes
+            }
+            assert len(domains) <= 1 and "<none>" not in domains, f"gang {ns}/{g} split across domains {domains}"
+        if pg is not None and bound:
+            mm = int(pg["spec"].get("minMember", 0))
+            assert len(bound) >= mm or len(bound) == len(members), (
+                f"gang {ns}/{g} has {len(bound)} of minMember {mm} bound"
+            )
+    _assert_no_overcommit(api, nodes)
+
+
+def _assert_no_overcommit(api: Api, nodes: Mapping[str, Any]) -> None:
+    from ome_scheduler.util.quantity import milli_value, value
+
+    used: dict[str, dict[str, int]] = {}
+    for p in api.get("/api/v1/pods")["items"]:
+        n = p["spec"].get("nodeName")
+        if not n or p["status"].get("phase") in ("Succeeded", "Failed"):
+            continue
+        u = used.setdefault(n, {})
+        for c in p["spec"]["containers"]:
+            for r, q in (c.get("resources", {}).get("requests") or {}).items():
+                u[r] = u.get(r, 0) + (milli_value(q) if r == "cpu" else value(q))
+        u["pods"] = u.get("pods", 0) + 1
+    for n, u in used.items():
+        if n not in nodes:
+            continue
+        alloc = nodes[n]["status"].get("allocatable", {})
+        for r, amount in u.items():
+            if r not in alloc:
+                continue
+            cap = milli_value(alloc[r]) if r == "cpu" else value(alloc[r])
+            assert amount <= cap, f"node {n} over-committed on {r}: {amount} > {cap}"

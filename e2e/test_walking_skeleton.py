@@ -1,0 +1,186 @@
+"""End-to-end: the documented demo gang and the first gang/standalone behaviours.
+
+Runs against the real local control plane (kube-apiserver 1.35.4, etcd, KCM, the stock
+kube-scheduler as default scheduler, kwok) with one ome-scheduler process using the chart's
+default configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from e2e.cluster import Cluster
+from e2e.helpers import (
+    REPO,
+    Api,
+    SchedulerProcess,
+    assert_invariants,
+    chart_config,
+    node,
+    pod,
+    pod_group,
+    temp_nodes,
+    unique,
+    wait_bound,
+    wait_for,
+    wait_message,
+)
+
+
+@pytest.fixture(scope="module")
+def api(cluster: Cluster) -> Iterator[Api]:
+    a = Api(cluster)
+    yield a
+    a.close()
+
+
+@pytest.fixture(scope="module")
+def scheduler(cluster: Cluster) -> Iterator[SchedulerProcess]:
+    with SchedulerProcess(cluster, chart_config()) as s:
+        yield s
+
+
+@pytest.fixture
+def ns(api: Api) -> Iterator[str]:
+    name = unique("e2e")
+    api.create_namespace(name)
+    yield name
+    assert_invariants(api, name)
+    api.delete_namespace(name)
+
+
+def test_documented_demo_gang(cluster: Cluster, api: Api, scheduler: SchedulerProcess) -> None:
+    """Step 2 and 3 of the user guide, with its manifests unchanged."""
+    cluster.kubectl("delete", "namespace", "gang-demo", "--ignore-not-found", "--wait=true", timeout=120)
+    cluster.kubectl("create", "namespace", "gang-demo")
+    try:
+        cluster.kubectl("apply", "-f", str(REPO / "examples/demo/podgroup.yaml"))
+        cluster.kubectl("apply", "-f", str(REPO / "examples/demo/gang.yaml"))
+
+        def running() -> list[dict[str, str]] | None:
+            pods = api.pods("gang-demo", "app=gang-demo")
+            ok = len(pods) == 2 and all(p["status"].get("phase") == "Running" for p in pods)
+            return [{"name": p["metadata"]["name"], "node": p["spec"]["nodeName"]} for p in pods] if ok else None
+
+        placed = wait_for("both demo pods Running", running, timeout=60)
+        nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in api.nodes()}
+        a, b = placed
+        assert a["node"] != b["node"]
+        cliques = {nodes[p["node"]].get("nvidia.com/gpu.clique") for p in placed}
+        assert len(cliques) == 1 and None not in cliques
+        for p in placed:
+            notes = api.event_notes("gang-demo", p["name"], "Scheduled")
+            assert f"Successfully assigned gang-demo/{p['name']} to {p['node']}" in notes
+            ev = [e for e in api.events("gang-demo", p["name"]) if e["reason"] == "Scheduled"][0]
+            assert ev["reportingController"] == "ome-scheduler"
+        described = cluster.kubectl("describe", "pods", "-n", "gang-demo", "-l", "app=gang-demo").stdout
+        assert "ome-scheduler" in described and "Successfully assigned gang-demo/" in described
+        assert_invariants(api, "gang-demo")
+    finally:
+        cluster.kubectl("delete", "deployment", "gang-demo", "-n", "gang-demo", "--ignore-not-found")
+        cluster.kubectl("delete", "namespace", "gang-demo", "--wait=false")
+
+
+def test_gang_before_podgroup_waits_then_binds(api: Api, scheduler: SchedulerProcess, ns: str) -> None:
+    key = unique("dom")
+    dk = f"e2e.ome.io/{key}"
+    nodes = [node(f"{key}-{i}", {dk: "d1"}) for i in range(2)]
+    with temp_nodes(api, nodes):
+        for i in range(2):
+            api.create_pod(pod(f"m{i}", ns, gang="g", anti_affinity_on="kubernetes.io/hostname"))
+        wait_message(api, ns, "m0", f"PodGroup {ns}/g not resolvable yet")
+        assert not any(p["spec"].get("nodeName") for p in api.pods(ns))
+        api.create_pod_group(pod_group("g", ns, 2, topology_key=dk))
+        placed = wait_bound(api, ns, ["m0", "m1"])
+        assert set(placed.values()) == {f"{key}-0", f"{key}-1"}
+        assert_invariants(api, ns)
+
+
+def test_gang_without_room_waits_for_capacity(api: Api, scheduler: SchedulerProcess, ns: str) -> None:
+    key = unique("dom")
+    dk = f"e2e.ome.io/{key}"
+    with temp_nodes(api, [node(f"{key}-a0", {dk: "a"}), node(f"{key}-a1", {dk: "a"})]):
+        api.create_pod_group(pod_group("g", ns, 3, topology_key=dk))
+        for i in range(3):
+            api.create_pod(pod(f"m{i}", ns, gang="g", anti_affinity_on="kubernetes.io/hostname"))
+        wait_message(api, ns, "m0", f"no domain has room for gang {ns}/g")
+        assert not any(p["spec"].get("nodeName") for p in api.pods(ns))
+        with temp_nodes(api, [node(f"{key}-a2", {dk: "a"})]):
+            placed = wait_bound(api, ns, ["m0", "m1", "m2"])
+            assert len(set(placed.values())) == 3
+            assert_invariants(api, ns)
+
+
+def test_gang_binds_when_blocking_pod_deleted(api: Api, scheduler: SchedulerProcess, ns: str) -> None:
+    key = unique("dom")
+    dk = f"e2e.ome.io/{key}"
+    with temp_nodes(api, [node(f"{key}-0", {dk: "a"}), node(f"{key}-1", {dk: "a"})]):
+        api.create_pod(pod("blocker", ns, node_name=f"{key}-1", scheduler="default-scheduler"))
+        wait_bound(api, ns, ["blocker"])
+        api.create_pod_group(pod_group("g", ns, 2, topology_key=dk))
+        for i in range(2):
+            api.create_pod(pod(f"m{i}", ns, gang="g", anti_affinity_on="kubernetes.io/hostname"))
+        wait_message(api, ns, "m0", f"no domain has room for gang {ns}/g")
+        api.delete_pod(ns, "blocker")
+        placed = wait_bound(api, ns, ["m0", "m1"])
+        assert set(placed.values()) == {f"{key}-0", f"{key}-1"}
+        assert_invariants(api, ns)
+
+
+def test_podgroup_without_topology_key(api: Api, scheduler: SchedulerProcess, ns: str) -> None:
+    api.create_pod_group(pod_group("g", ns, 1))
+    api.create_pod(pod("m0", ns, gang="g"))
+    msg = wait_message(
+        api, ns, "m0", f"PodGroup {ns}/g must declare ome.io/topology-key or the scheduler must configure topologyKey"
+    )
+    assert msg.startswith("0/")
+    assert not api.pod(ns, "m0")["spec"].get("nodeName")
+
+
+def test_best_fit_picks_smallest_domain(api: Api, scheduler: SchedulerProcess, ns: str) -> None:
+    key = unique("dom")
+    dk = f"e2e.ome.io/{key}"
+    nodes = [node(f"{key}-big{i}", {dk: "big"}) for i in range(3)] + [
+        node(f"{key}-small{i}", {dk: "small"}) for i in range(2)
+    ]
+    with temp_nodes(api, nodes):
+        api.create_pod_group(pod_group("g", ns, 2, topology_key=dk))
+        for i in range(2):
+            api.create_pod(pod(f"m{i}", ns, gang="g", anti_affinity_on="kubernetes.io/hostname"))
+        placed = wait_bound(api, ns, ["m0", "m1"])
+        assert set(placed.values()) == {f"{key}-small0", f"{key}-small1"}
+        assert_invariants(api, ns)
+
+
+def test_standalone_pod_goes_to_busiest_node(api: Api, scheduler: SchedulerProcess, ns: str) -> None:
+    key = unique("mostalloc")
+    sel = {"e2e.ome.io/test": key}
+    nodes = [node(f"{key}-{i}", sel, gpu=0, cpu="4", memory="8Gi") for i in range(3)]
+    with temp_nodes(api, nodes):
+        api.create_pod(pod("busy", ns, gpu=0, cpu="2", memory="4Gi", node_name=f"{key}-1"))
+        api.create_pod(pod("busier", ns, gpu=0, cpu="3", memory="6Gi", node_name=f"{key}-2"))
+        wait_bound(api, ns, ["busy", "busier"])
+        api.create_pod(pod("p", ns, gpu=0, cpu="500m", memory="1Gi", node_selector=sel))
+        assert wait_bound(api, ns, ["p"])["p"] == f"{key}-2"
+
+
+def test_default_scheduler_pods_count_but_are_ignored(api: Api, scheduler: SchedulerProcess, ns: str) -> None:
+    key = unique("dom")
+    dk = f"e2e.ome.io/{key}"
+    with temp_nodes(api, [node(f"{key}-0", {dk: "a"}), node(f"{key}-1", {dk: "a"})]):
+        api.create_pod(pod("stock", ns, scheduler="default-scheduler", node_selector={dk: "a"}))
+        placed = wait_bound(api, ns, ["stock"])
+        ev = [e for e in api.events(ns, "stock") if e["reason"] == "Scheduled"]
+        assert ev and ev[0]["reportingController"] == "default-scheduler"
+        assert "stock" not in scheduler.log()
+        api.create_pod_group(pod_group("g", ns, 2, topology_key=dk))
+        for i in range(2):
+            api.create_pod(pod(f"m{i}", ns, gang="g", anti_affinity_on="kubernetes.io/hostname"))
+        wait_message(api, ns, "m0", f"no domain has room for gang {ns}/g")
+        api.delete_pod(ns, "stock")
+        got = wait_bound(api, ns, ["m0", "m1"])
+        assert set(got.values()) == {f"{key}-0", f"{key}-1"}
+        assert placed["stock"] in got.values()
+        assert_invariants(api, ns)
