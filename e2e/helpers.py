@@ -261,6 +261,14 @@ def pod_group(
 
 # ---- the scheduler under test ----------------------------------------------------------
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 
 def chart_config(
     *,
@@ -340,6 +348,7 @@ class SchedulerProcess:
         self.config_path = self.dir / "config.yaml"
         self.config_path.write_text(yaml.safe_dump(dict(config), sort_keys=False))
         self.log_path = self.dir / "scheduler.log"
+        self.port = free_port()
         self.argv = [
             sys.executable,
             "-m",
@@ -347,6 +356,8 @@ class SchedulerProcess:
             f"--config={self.config_path}",
             f"--kubeconfig={kubeconfig or cluster.kubeconfig}",
             f"--v={v}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={self.port}",
             *extra_args,
         ]
         self.proc: subprocess.Popen[bytes] | None = None
@@ -376,6 +387,24 @@ class SchedulerProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def get(self, path: str, token: str | None = None, scheme: str = "https") -> httpx.Response:
+        """GET ``path`` from the scheduler's secure port (certificate not verified: self-signed)."""
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.get(f"{scheme}://127.0.0.1:{self.port}{path}", headers=headers, verify=False, timeout=10.0)
+
+    def metric(self, name: str, labels: Mapping[str, str] | None = None, token: str | None = None) -> float:
+        """A sample's value from ``/metrics`` (admin client certificate is not used: pass a token)."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        r = self.get("/metrics", token=token)
+        r.raise_for_status()
+        total = 0.0
+        for fam in text_string_to_metric_families(r.text):
+            for smp in fam.samples:
+                if smp.name == name and all(smp.labels.get(k) == v for k, v in (labels or {}).items()):
+                    total += smp.value
+        return total
 
     def signal(self, sig: signal.Signals) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -12,6 +12,7 @@ queue flushes and the gang GC until SIGTERM or SIGINT.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 from typing import Any
@@ -25,8 +26,10 @@ from ome_scheduler.kube.client import KubeClient
 from ome_scheduler.kube.informer import Informer
 from ome_scheduler.kube.objects import Namespace, Node, Pod, PodGroup
 from ome_scheduler.kube.recorder import Recorder
+from ome_scheduler.leader import LeaderElector
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.scheduler import Scheduler
+from ome_scheduler.server import HealthState, Reviews, SecureApp, serve, server_ssl_context
 
 log = logs.get_logger()
 
@@ -107,6 +110,21 @@ class App:
         )
         self.ready = asyncio.Event()
         self.stop = asyncio.Event()
+        self.health = HealthState()
+        le = cfg.leader_election
+        self.elector: LeaderElector | None = None
+        if le.leader_elect:
+            self.elector = LeaderElector(
+                client,
+                namespace=le.resource_namespace,
+                name=le.resource_name,
+                lease_duration=le.lease_duration,
+                renew_deadline=le.renew_deadline,
+                retry_period=le.retry_period,
+                metrics=self.metrics,
+            )
+            elector = self.elector
+            self.health.leader_ok = lambda: elector.healthy()
 
     async def wait_synced(self) -> None:
         # PodGroups first, so pods never see a "not resolvable" gap at start-up.
@@ -125,21 +143,61 @@ class App:
         log.info("informers synced", v=2, nodes=self.scheduler.cache.num_nodes(), pods=len(self.scheduler.pods))
 
     async def serve(self) -> None:
+        """Run everything until ``stop`` is set, then shut down gracefully (raises _Shutdown)."""
         async with asyncio.TaskGroup() as tg:
+            if self.opts.secure_port:
+                ssl_ctx = server_ssl_context(self.opts.tls_cert_file, self.opts.tls_private_key_file)
+                web = SecureApp(
+                    Reviews(self.client), self.metrics.registry, self.health, self.opts.authorization_always_allow_paths
+                )
+                tg.create_task(serve(web, self.opts.bind_address, self.opts.secure_port, ssl_ctx, self.stop))
             tg.create_task(self.pod_group_informer.run())
             for inf in self.informers:
                 tg.create_task(inf.run())
-            await self.wait_synced()
-            tg.create_task(self.scheduler.queue.run())
-            tg.create_task(self.scheduler.gc_loop())
-            sched = tg.create_task(self.scheduler.run())
-            await self.stop.wait()
-            self.scheduler.stopping = True
-            self.scheduler.queue.close()
-            await sched
-            await self.scheduler.drain_bindings(timeout=10.0)
-            await self.recorder.drain(timeout=5.0)
+            await self._until_stopped(self.wait_synced())
+            self.health.synced = True
+            if self.elector is not None and not self.stop.is_set():
+                await self._until_stopped(self.elector.acquire())
+                if self.elector.is_leader:
+                    tg.create_task(self.elector.renew_forever(self._lost_lease))
+            if not self.stop.is_set():
+                tg.create_task(self.scheduler.queue.run())
+                tg.create_task(self.scheduler.gc_loop())
+                sched = tg.create_task(self.scheduler.run())
+                await self.stop.wait()
+                await self._shutdown(sched)
             raise _Shutdown
+
+    async def _until_stopped(self, coro: Any) -> None:
+        """Await ``coro`` unless ``stop`` is set first (then cancel it)."""
+        task = asyncio.ensure_future(coro)
+        stopper = asyncio.ensure_future(self.stop.wait())
+        done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        for t in (task, stopper):
+            if t not in done:
+                t.cancel()
+        if task in done:
+            task.result()
+
+    async def _shutdown(self, sched: asyncio.Task[None]) -> None:
+        """SIGTERM: take no new pods, abandon Permit waits, finish bindings, release the Lease."""
+        log.info("shutting down: no new scheduling cycles", v=0)
+        self.health.shutting_down = True
+        self.scheduler.stopping = True
+        self.scheduler.queue.close()
+        await sched
+        for wp in list(self.scheduler.waiting_pods()):
+            wp.reject("", "scheduler is shutting down")
+        await self.scheduler.drain_bindings(timeout=10.0)
+        await self.recorder.drain(timeout=5.0)
+        if self.elector is not None:
+            await self.elector.release()
+
+    def _lost_lease(self) -> None:
+        """Leadership lost: stop at once so no second leader ever binds (kube-scheduler exits 1)."""
+        log.error("leaderelection lost; exiting")
+        sys.stderr.flush()
+        os._exit(1)
 
 
 class _Shutdown(Exception):

@@ -381,7 +381,7 @@ class OMEGangPack(
                     log.info("gangpack.pinGang.no_fit", v=4, gang=key, status=msg)
                     return None, Status.unschedulable(msg)
             else:
-                chosen, status = self._choose(info, need, plans, nodes)
+                chosen, status = self._choose(info, need, plans, pod)
                 if status is not None:
                     log.info("gangpack.pinGang.no_fit", v=4, gang=key, status=status.message())
                     return None, status
@@ -397,7 +397,7 @@ class OMEGangPack(
         return {n.name for n in cands}, None
 
     def _choose(
-        self, info: GangInfo, need: int, plans: dict[str, DomainPlan[NodeInfo]], nodes: Sequence[NodeInfo]
+        self, info: GangInfo, need: int, plans: dict[str, DomainPlan[NodeInfo]], pod: PodInfo
     ) -> tuple[Commitment | None, Status | None]:
         key, tk = info.key, info.topology_key
         room = {d: (p.room if p.joinable else 0) for d, p in plans.items()}
@@ -412,6 +412,7 @@ class OMEGangPack(
         if d is None:
             if best_fit(room, need) is not None:
                 self._pin_metric["reserved"].inc()
+                self.blocked[_pod_key(pod)] = pod.pod  # woken when a hold drains or is released
                 return None, Status.unschedulable(
                     f"no domain has room for gang {key}: every fitting domain is reserved for a forming gang"
                 )
@@ -566,9 +567,19 @@ class OMEGangPack(
     # ---- events -----------------------------------------------------------------------
 
     def on_pod_group_event(self, old: PodGroup | None, new: PodGroup | None) -> None:
-        """A PodGroup was added, changed or deleted: wake its parked members (``podgroup_change``)."""
+        """A PodGroup was added, changed or deleted: wake its parked members (``podgroup_change``).
+
+        Updates that change nothing the plugin reads (status only) wake nobody.
+        """
         pg = new or old
         if pg is None:
+            return
+        if old is not None and new is not None and (
+            old.spec == new.spec
+            and old.metadata.uid == new.metadata.uid
+            and old.metadata.annotations == new.metadata.annotations
+            and old.metadata.labels == new.metadata.labels
+        ):
             return
         members = self._live_members(pg.metadata.namespace, pg.metadata.name)
         self._activate([p.pod for p in members if not p.pod.spec.node_name], "podgroup_change")

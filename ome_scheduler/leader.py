@@ -1,0 +1,237 @@
+"""Lease leader election with client-go's resource-lock semantics.
+
+Mirrors ``k8s.io/client-go/tools/leaderelection/leaderelection.go`` and ``resourcelock/leaselock.go``:
+
+* the lock is the ``coordination.k8s.io/v1`` Lease ``resourceNamespace/resourceName``;
+  the identity is ``{hostname}_{uuid}``;
+* acquiring: GET the Lease (POST it when missing); a Lease held by someone else is taken
+  over only after this candidate has seen the same (holder, renewTime) record unchanged for
+  ``leaseDuration`` seconds of its own clock; taking it sets ``acquireTime`` and increments
+  ``leaseTransitions``; every write is a PUT with the observed ``resourceVersion`` (optimistic
+  concurrency: a 409 means somebody else won);
+* renewing: every ``retryPeriod``; if no renewal succeeds for ``renewDeadline`` the leader
+  has lost the lease and the process exits non-zero at once (as kube-scheduler does), so
+  nothing is ever bound by two leaders;
+* releasing on graceful shutdown (``ReleaseOnCancel``): the holder is cleared and the lease
+  duration set to 1 s, so a standby takes over immediately.
+
+Times are seconds. ``leader_election_master_status{name}`` is 1 while leading, 0 otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+
+from ome_scheduler.kube.client import ApiError, KubeClient, hostname
+from ome_scheduler.logs import get_logger
+from ome_scheduler.metrics import Metrics
+from ome_scheduler.util.timestamps import now_micro
+
+log = get_logger()
+JITTER = 1.2
+
+
+class LeaseSpec(msgspec.Struct, rename="camel", omit_defaults=True):
+    holder_identity: str | None = None
+    lease_duration_seconds: int | None = None
+    acquire_time: str | None = None
+    renew_time: str | None = None
+    lease_transitions: int | None = None
+
+
+class _Meta(msgspec.Struct, rename="camel", omit_defaults=True):
+    name: str = ""
+    namespace: str = ""
+    resource_version: str = ""
+
+
+class Lease(msgspec.Struct, rename="camel", omit_defaults=True):
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    spec: LeaseSpec = msgspec.field(default_factory=LeaseSpec)
+    api_version: str = "coordination.k8s.io/v1"
+    kind: str = "Lease"
+
+
+_DEC = msgspec.json.Decoder(Lease)
+
+
+class LeaderElector:
+    """One candidate for one Lease."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        namespace: str,
+        name: str,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+        metrics: Metrics | None = None,
+        identity: str | None = None,
+    ) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.name = name
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self.identity = identity or f"{hostname()}_{uuid.uuid4()}"
+        self.metrics = metrics
+        self.is_leader = False
+        self._observed: LeaseSpec | None = None
+        self._observed_rv = ""
+        self._observed_time = 0.0
+        self.last_renew = 0.0
+        if metrics is not None:
+            metrics.leader_election_master_status.labels(name).set(0)
+
+    @property
+    def path(self) -> str:
+        return f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases/{self.name}"
+
+    def _record(self, acquire_time: str | None, transitions: int) -> LeaseSpec:
+        now = now_micro()
+        return LeaseSpec(
+            holder_identity=self.identity,
+            lease_duration_seconds=int(self.lease_duration),
+            acquire_time=acquire_time or now,
+            renew_time=now,
+            lease_transitions=transitions,
+        )
+
+    async def try_acquire_or_renew(self) -> bool:
+        """``tryAcquireOrRenew``: one attempt; True when this candidate holds the lease now."""
+        now = time.monotonic()
+        try:
+            raw = await self.client.get(self.path)
+        except ApiError as exc:
+            if exc.code != 404:
+                log.error("error retrieving resource lock", lease=f"{self.namespace}/{self.name}", error=str(exc))
+                return False
+            lease = Lease(metadata=_Meta(name=self.name, namespace=self.namespace), spec=self._record(None, 0))
+            try:
+                body = await self.client.post(
+                    f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases", lease, retries=0
+                )
+            except ApiError as exc2:
+                log.info("error creating lease", v=2, error=str(exc2))
+                return False
+            self._observe(_DEC.decode(body), now)
+            return True
+        current = _DEC.decode(raw)
+        spec = current.spec
+        if (
+            self._observed is None
+            or spec.holder_identity != self._observed.holder_identity
+            or spec.renew_time != self._observed.renew_time
+        ):
+            self._observed = spec
+            self._observed_rv = current.metadata.resource_version
+            self._observed_time = now
+        holder = spec.holder_identity or ""
+        duration = float(spec.lease_duration_seconds or self.lease_duration)
+        if holder and holder != self.identity and self._observed_time + duration > now:
+            return False
+        if holder == self.identity:
+            new = self._record(spec.acquire_time, spec.lease_transitions or 0)
+        else:
+            new = self._record(None, (spec.lease_transitions or 0) + 1)
+        current.spec = new
+        try:
+            body = await self.client.put(self.path, current, retries=0)
+        except ApiError as exc:
+            log.info("failed to update lease", v=2, error=str(exc))
+            return False
+        self._observe(_DEC.decode(body), now)
+        return True
+
+    def _observe(self, lease: Lease, now: float) -> None:
+        self._observed = lease.spec
+        self._observed_rv = lease.metadata.resource_version
+        self._observed_time = now
+        self.last_renew = now
+
+    def _set_leader(self, v: bool) -> None:
+        self.is_leader = v
+        if self.metrics is not None:
+            self.metrics.leader_election_master_status.labels(self.name).set(1 if v else 0)
+
+    async def acquire(self) -> None:
+        """Block until this candidate holds the lease."""
+        log.info("attempting to acquire leader lease", v=0, lease=f"{self.namespace}/{self.name}")
+        while True:
+            try:
+                if await self.try_acquire_or_renew():
+                    self._set_leader(True)
+                    log.info(
+                        "successfully acquired lease",
+                        v=0,
+                        lease=f"{self.namespace}/{self.name}",
+                        identity=self.identity,
+                    )
+                    return
+            except Exception as exc:
+                log.error("leader election attempt failed", error=repr(exc))
+            await asyncio.sleep(self.retry_period * (1 + random.random() * (JITTER - 1)))
+
+    async def renew_forever(self, on_lost: Callable[[], Awaitable[Any] | None]) -> None:
+        """Renew every ``retry_period``; call ``on_lost`` once renewals fail for ``renew_deadline``."""
+        while True:
+            await asyncio.sleep(self.retry_period)
+            deadline = time.monotonic() + self.renew_deadline
+            ok = False
+            while time.monotonic() < deadline:
+                try:
+                    ok = await asyncio.wait_for(
+                        self.try_acquire_or_renew(), timeout=max(0.1, deadline - time.monotonic())
+                    )
+                except (TimeoutError, Exception) as exc:
+                    log.info("lease renewal attempt failed", v=2, error=repr(exc))
+                    ok = False
+                if ok:
+                    break
+                await asyncio.sleep(min(self.retry_period, max(0.0, deadline - time.monotonic())))
+            if not ok:
+                self._set_leader(False)
+                log.error("failed to renew lease, leaderelection lost", lease=f"{self.namespace}/{self.name}")
+                r = on_lost()
+                if r is not None:
+                    await r
+                return
+
+    async def release(self) -> None:
+        """``ReleaseOnCancel``: clear the holder so a standby takes over at once."""
+        if not self.is_leader:
+            return
+        self._set_leader(False)
+        try:
+            raw = await self.client.get(self.path)
+            current = _DEC.decode(raw)
+            if current.spec.holder_identity != self.identity:
+                return
+            now = now_micro()
+            current.spec = LeaseSpec(
+                holder_identity=None,
+                lease_duration_seconds=1,
+                acquire_time=now,
+                renew_time=now,
+                lease_transitions=current.spec.lease_transitions,
+            )
+            await self.client.put(self.path, current, retries=1)
+            log.info("released leader lease", v=0, lease=f"{self.namespace}/{self.name}")
+        except Exception as exc:
+            log.error("failed to release lease", error=repr(exc))
+
+    def healthy(self, tolerance: float = 20.0) -> bool:
+        """The leader-election watchdog: False when leading but not renewed for lease + tolerance."""
+        if not self.is_leader:
+            return True
+        return time.monotonic() - self.last_renew <= self.lease_duration + tolerance

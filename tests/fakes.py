@@ -1,0 +1,104 @@
+"""An in-memory framework Handle for plugin unit tests (no event loop, no API server)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ome_scheduler.framework.types import NodeInfo, PodInfo
+from ome_scheduler.kube.objects import Namespace, Node, Pod, PodGroup
+
+
+class FakeWaitingPod:
+    def __init__(self, pi: PodInfo) -> None:
+        self.pod_info = pi
+        self.allowed: list[str] = []
+        self.rejected: list[tuple[str, str]] = []
+
+    @property
+    def uid(self) -> str:
+        return self.pod_info.uid
+
+    def allow(self, plugin: str) -> None:
+        self.allowed.append(plugin)
+
+    def reject(self, plugin: str, msg: str) -> None:
+        self.rejected.append((plugin, msg))
+
+
+class FakeHandle:
+    def __init__(self) -> None:
+        self.nodes: dict[str, NodeInfo] = {}
+        self.pods: dict[str, PodInfo] = {}
+        self.groups: dict[str, PodGroup] = {}
+        self.activated: list[list[str]] = []
+        self.waiting: dict[str, FakeWaitingPod] = {}
+        self.namespaces: dict[str, Namespace] = {}
+
+    # setup helpers
+    def add_node(self, node: Node, pods: Sequence[Pod] = ()) -> NodeInfo:
+        ni = NodeInfo(node.metadata.name)
+        ni.set_node(node)
+        self.nodes[ni.name] = ni
+        for p in pods:
+            self.bind(p, ni.name)
+        return ni
+
+    def add_pod(self, pod: Pod) -> PodInfo:
+        pi = PodInfo(pod)
+        self.pods[pi.key] = pi
+        return pi
+
+    def bind(self, pod: Pod, node: str) -> PodInfo:
+        pi = self.add_pod(pod).with_node(node)
+        self.pods[pi.key] = pi
+        self.nodes[node].add_pod(pi)
+        return pi
+
+    def assume(self, pi: PodInfo, node: str) -> PodInfo:
+        a = pi.with_node(node)
+        self.nodes[node].add_pod(a)
+        return a
+
+    def forget(self, pi: PodInfo, node: str) -> None:
+        self.nodes[node].remove_pod(pi.uid)
+
+    def wait(self, pi: PodInfo) -> FakeWaitingPod:
+        wp = FakeWaitingPod(pi)
+        self.waiting[pi.uid] = wp
+        return wp
+
+    # Handle protocol
+    def node_infos(self) -> Sequence[NodeInfo]:
+        return list(self.nodes.values())
+
+    def get_node_info(self, name: str) -> NodeInfo | None:
+        return self.nodes.get(name)
+
+    def pods_in_group(self, namespace: str, group: str) -> list[PodInfo]:
+        return [p for p in self.pods.values() if p.namespace == namespace and p.gang == group]
+
+    def live_gang_keys(self) -> set[str]:
+        return {
+            f"{p.namespace}/{p.gang}"
+            for p in self.pods.values()
+            if p.gang and p.pod.metadata.deletion_timestamp is None
+        }
+
+    def pod_group(self, namespace: str, name: str) -> PodGroup | None:
+        return self.groups.get(f"{namespace}/{name}")
+
+    def namespace(self, name: str) -> Namespace | None:
+        return self.namespaces.get(name)
+
+    def namespace_names(self) -> Iterable[str]:
+        return list(self.namespaces)
+
+    def activate(self, pods: Iterable[Pod]) -> None:
+        self.activated.append(sorted(p.metadata.name for p in pods))
+
+    def waiting_pods(self) -> Iterable[Any]:
+        return list(self.waiting.values())
+
+    def get_waiting_pod(self, uid: str) -> Any:
+        return self.waiting.get(uid)
