@@ -94,6 +94,55 @@ class Api:
     def delete_pod(self, ns: str, name: str, grace: int = 0) -> None:
         self.delete(f"/api/v1/namespaces/{ns}/pods/{name}?gracePeriodSeconds={grace}")
 
+    def ungate(self, ns: str, name: str) -> Any:
+        """Remove every scheduling gate of a pod (the only change the API allows on gates)."""
+        return self.patch(
+            f"/api/v1/namespaces/{ns}/pods/{name}",
+            [{"op": "remove", "path": "/spec/schedulingGates"}],
+            ctype="application/json-patch+json",
+        )
+
+    def metrics_token(self, name: str = "metrics-reader", namespace: str = "default", allowed: bool = True) -> str:
+        """A real token of a ServiceAccount that may (or may not) ``get`` the ``/metrics`` path."""
+        if self.try_get(f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}") is None:
+            self.post(
+                f"/api/v1/namespaces/{namespace}/serviceaccounts",
+                {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
+            )
+        if allowed:
+            rbac = "/apis/rbac.authorization.k8s.io/v1"
+            if self.try_get(f"{rbac}/clusterroles/e2e-metrics-reader") is None:
+                self.post(
+                    f"{rbac}/clusterroles",
+                    {
+                        "apiVersion": "rbac.authorization.k8s.io/v1",
+                        "kind": "ClusterRole",
+                        "metadata": {"name": "e2e-metrics-reader"},
+                        "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+                    },
+                )
+            crb = f"e2e-metrics-reader-{namespace}-{name}"
+            if self.try_get(f"{rbac}/clusterrolebindings/{crb}") is None:
+                self.post(
+                    f"{rbac}/clusterrolebindings",
+                    {
+                        "apiVersion": "rbac.authorization.k8s.io/v1",
+                        "kind": "ClusterRoleBinding",
+                        "metadata": {"name": crb},
+                        "roleRef": {
+                            "apiGroup": "rbac.authorization.k8s.io",
+                            "kind": "ClusterRole",
+                            "name": "e2e-metrics-reader",
+                        },
+                        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+                    },
+                )
+        tr = self.post(
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
+        )
+        return str(tr["status"]["token"])
+
     def pod(self, ns: str, name: str) -> Any:
         return self.get(f"/api/v1/namespaces/{ns}/pods/{name}")
 
@@ -197,9 +246,11 @@ def pod(
     node_name: str | None = None,
     affinity: Mapping[str, Any] | None = None,
     tolerations: Sequence[Mapping[str, Any]] = (),
+    gates: Sequence[str] = (),
 ) -> dict[str, Any]:
     """A pause pod; ``gang`` sets the pod-group label, ``anti_affinity_on`` a required
-    anti-affinity against pods with the same ``app`` label on that topology key."""
+    anti-affinity against pods with the same ``app`` label on that topology key, ``gates``
+    scheduling gates."""
     lab = {"app": gang or name, **(labels or {})}
     if gang:
         lab[POD_GROUP_LABEL] = gang
@@ -236,6 +287,8 @@ def pod(
         spec["nodeName"] = node_name
     if tolerations:
         spec["tolerations"] = list(tolerations)
+    if gates:
+        spec["schedulingGates"] = [{"name": g} for g in gates]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns, "labels": lab}, "spec": spec}
 
 
@@ -261,13 +314,13 @@ def pod_group(
 
 # ---- the scheduler under test ----------------------------------------------------------
 
+
 def free_port() -> int:
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
 
 
 def chart_config(

@@ -173,8 +173,14 @@ class OMEGangPack(
                 out.append(wp)
         return out
 
-    def _release(self, key: str, uid: str, token: int, pod: PodInfo | None, mark_failed: bool) -> bool:
-        """The shared release routine (spec §4.3)."""
+    def _release(
+        self, key: str, uid: str, token: int, pod: PodInfo | None, mark_failed: bool, *, unwind: bool = True
+    ) -> bool:
+        """The shared release routine (spec §4.3): reject the attempt's waiters, wake parked pods.
+
+        ``unwind=False`` is the stale-pin replan: product rule 5 makes it reject waiters and wake
+        parked pods like every other release, but it is a pin decision, not an unwind.
+        """
 
         def on_release(c: Commitment) -> None:
             if mark_failed:
@@ -184,7 +190,8 @@ class OMEGangPack(
 
         released = self.store.release_if(key, token, on_release)
         if released:
-            self.metrics.gang_unwind.inc()
+            if unwind:
+                self.metrics.gang_unwind.inc()
             self._set_gauge()
             self._activate_blocked()
         if pod is not None and token and self.attempt_by_pod.get(_pod_key(pod)) == token:
@@ -351,9 +358,8 @@ class OMEGangPack(
             )
 
         if c is not None and (pinned_domain not in plans or (count == 0 and room_of(pinned_domain) < need)):
-            self.store.release_if(key, c.token)
+            self._release(key, info.uid, c.token, None, mark_failed=False, unwind=False)
             self._pin_metric["stale_replan"].inc()
-            self._set_gauge()
             log.info("gangpack.pinGang.stale_replan", v=4, gang=key, releasedDomain=pinned_domain)
             c = None
             pool = list(nodes)
