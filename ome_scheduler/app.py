@@ -163,6 +163,7 @@ class App:
             if not self.stop.is_set():
                 tg.create_task(self.scheduler.queue.run())
                 tg.create_task(self.scheduler.gc_loop())
+                tg.create_task(self.scheduler.domain_metrics_loop())
                 sched = tg.create_task(self.scheduler.run())
                 await self.stop.wait()
                 await self._shutdown(sched)

@@ -178,15 +178,15 @@ class Metrics:
         )
         self.domain_free_nodes = gauge(
             o + "domain_free_nodes",
-            "Nodes of a topology domain with no pod of this or any scheduler requesting resources, by topology "
-            "key and domain.",
+            "Schedulable nodes of a topology domain whose extended resources (or, without any, cpu and memory) "
+            "nobody requests, by topology key and domain.",
             ["topology_key", "domain"],
             "ALPHA",
         )
         self.domain_max_gang_size = gauge(
             o + "domain_max_gang_size",
-            "Members of the gang's largest seen member size that a topology domain still fits, by topology key "
-            "and domain.",
+            "The largest gang, in members shaped like the last gang member planned under this topology key, "
+            "that a topology domain still fits.",
             ["topology_key", "domain"],
             "ALPHA",
         )

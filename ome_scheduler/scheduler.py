@@ -574,6 +574,16 @@ class Scheduler:
                 except Exception as exc:
                     log.error("gang GC failed", error=repr(exc))
 
+    async def domain_metrics_loop(self, interval: float = 10.0) -> None:
+        """Refresh the per-domain fragmentation gauges every ``interval`` seconds (leader only)."""
+        while self.gang_plugins:
+            for p in self.gang_plugins:
+                try:
+                    p.refresh_domain_gauges()
+                except Exception as exc:
+                    log.error("domain gauge refresh failed", error=repr(exc))
+            await asyncio.sleep(interval)
+
     async def drain_bindings(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for in-flight binding cycles."""
         if self._binding_tasks:

@@ -501,3 +501,35 @@ def test_packing_skips_without_topology_key_or_for_gangs() -> None:
     p, _ = plugin(h)
     s = p.pre_score(CycleState(), PodInfo(make_pod("solo")), h.node_infos())
     assert s is not None and s.code == Code.SKIP
+
+
+def test_domain_gauges_show_fragmentation() -> None:
+    h = FakeHandle()
+    domains(h, {"a": 2, "b": 2})
+    h.bind(make_pod("busy", requests={"nvidia.com/gpu": "1"}), "a1")
+    p, m = plugin(h)
+    h.groups["ns/g"] = make_pod_group("g", min_member=2, topology_key=DK)
+    g = members(h, "g", 2, gpu="4")
+    prefilter(p, h, g[0])
+    p.refresh_domain_gauges()
+    assert count(m, "ome_scheduler_domain_free_nodes", topology_key=DK, domain="a") == 1
+    assert count(m, "ome_scheduler_domain_free_nodes", topology_key=DK, domain="b") == 2
+    assert count(m, "ome_scheduler_domain_max_gang_size", topology_key=DK, domain="a") == 1
+    assert count(m, "ome_scheduler_domain_max_gang_size", topology_key=DK, domain="b") == 2
+
+
+def test_stale_replan_rejects_waiters_without_counting_unwind() -> None:
+    h = FakeHandle()
+    domains(h, {"a": 2, "b": 2})
+    p, m = plugin(h)
+    h.groups["ns/g"] = make_pod_group("g", min_member=2, topology_key=DK)
+    g = members(h, "g", 2)
+    node, _, _ = schedule(p, h, g[0])
+    waiting = h.wait(h.nodes[node].pods[g[0].uid])
+    for n in ("a1", "a2"):
+        del h.nodes[n]
+    r, s, _ = prefilter(p, h, g[1])
+    assert s is None and r == {"b1", "b2"}
+    assert waiting.rejected and waiting.rejected[0][1] == "gang ns/g unwound after a member failed to schedule"
+    assert count(m, "ome_scheduler_gang_pin_total", result="stale_replan") == 1
+    assert count(m, "ome_scheduler_gang_unwind_total") == 0

@@ -134,6 +134,8 @@ class OMEGangPack(
         self.templates_incomplete: set[str] = set()
         self.failed: dict[tuple[str, str], set[tuple[str, str]]] = {}
         self.binds: dict[str, list[float]] = {}
+        self.shapes: dict[str, PodInfo] = {}
+        """The last gang member planned per topology key: the shape the domain gauges count in."""
         self._pin_metric = {
             r: metrics.gang_pin.labels(r)
             for r in ("pinned", "no_fit", "reserved", "adopted", "stale_replan", "topology_replan")
@@ -316,6 +318,7 @@ class OMEGangPack(
             log.info("gangpack.pinGang.sibling_wait", v=4, gang=key, sibling=sib.key)
             return None, Status.unschedulable(f"waiting for gang sibling {sib.key} to be placed")
 
+        self.shapes[tk] = pod
         planner: GangPlanner[PodInfo, NodeInfo] = GangPlanner(
             templates,
             need,
@@ -580,11 +583,15 @@ class OMEGangPack(
         pg = new or old
         if pg is None:
             return
-        if old is not None and new is not None and (
-            old.spec == new.spec
-            and old.metadata.uid == new.metadata.uid
-            and old.metadata.annotations == new.metadata.annotations
-            and old.metadata.labels == new.metadata.labels
+        if (
+            old is not None
+            and new is not None
+            and (
+                old.spec == new.spec
+                and old.metadata.uid == new.metadata.uid
+                and old.metadata.annotations == new.metadata.annotations
+                and old.metadata.labels == new.metadata.labels
+            )
         ):
             return
         members = self._live_members(pg.metadata.namespace, pg.metadata.name)
@@ -607,6 +614,41 @@ class OMEGangPack(
                 stale = pg is None or pg.metadata.uid != owner
             if stale and self._release(key, owner, 0, None, mark_failed=False):
                 self.failed.pop((key, owner), None)
+
+    def refresh_domain_gauges(self) -> None:
+        """Per domain of every topology key in use: free whole nodes, and the largest gang of the
+        last planned member shape that still fits (``ome_scheduler_domain_*``), so operators see
+        fragmentation. A node is a free whole node when it is schedulable and nothing requests
+        its extended resources (or, without any, no cpu or memory)."""
+        nodes = self.handle.node_infos()
+        keys = set(self.shapes) | ({self.args.topology_key} if self.args.topology_key else set())
+        self.metrics.domain_free_nodes.clear()
+        self.metrics.domain_max_gang_size.clear()
+        for tk in sorted(keys):
+            by = group_by_domain(nodes, lambda n, k=tk: n.labels.get(k, ""))  # type: ignore[misc]
+            shape = self.shapes.get(tk)
+            planner = (
+                GangPlanner(
+                    [shape], 1, member_capacity, one_per_node=one_per_node([shape]), signature=template_signature
+                )
+                if shape is not None
+                else None
+            )
+            for d, ns_ in by.items():
+                free = 0
+                for n in ns_:
+                    if n.unschedulable:
+                        continue
+                    ext = [k for k in n.allocatable.scalar if "/" in k]
+                    used = n.requested
+                    if ext:
+                        if all(used.scalar.get(k, 0) == 0 for k in ext):
+                            free += 1
+                    elif used.milli_cpu == 0 and used.memory == 0:
+                        free += 1
+                self.metrics.domain_free_nodes.labels(tk, d).set(free)
+                if planner is not None:
+                    self.metrics.domain_max_gang_size.labels(tk, d).set(planner.plan_domain(d, ns_).room)
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
