@@ -68,6 +68,8 @@ class App:
         self.metrics = Metrics()
         self.recorder = Recorder(client)
         self.scheduler = Scheduler(cfg, metrics=self.metrics, binder=client, recorder=self.recorder)
+        if opts.pod_max_in_unschedulable_pods_duration is not None:
+            self.scheduler.queue.max_in_unschedulable = opts.pod_max_in_unschedulable_pods_duration
         s = self.scheduler
         self.informers: list[Informer[Any]] = [
             Informer(
@@ -219,7 +221,9 @@ async def amain(opts: Options) -> int:
         return 1
     kubeconfig = opts.kubeconfig or cfg.client_connection.kubeconfig or None
     try:
-        client = await KubeClient.connect(kubeconfig, qps=cfg.client_connection.qps, burst=cfg.client_connection.burst)
+        client = await KubeClient.connect(
+            kubeconfig, qps=cfg.client_connection.qps, burst=cfg.client_connection.burst, master=opts.master
+        )
     except Exception as exc:
         sys.stderr.write(f"Error: cannot load credentials (--kubeconfig): {exc}\n")
         return 1

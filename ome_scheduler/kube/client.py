@@ -103,15 +103,17 @@ class KubeClient:
         self.limiter = TokenBucket(qps, burst)
 
     @classmethod
-    async def connect(cls, kubeconfig: str | None = None, *, qps: float = 50.0, burst: int = 100) -> KubeClient:
-        """Load credentials with kr8s and open a client.
+    async def connect(
+        cls, kubeconfig: str | None = None, *, qps: float = 50.0, burst: int = 100, master: str | None = None
+    ) -> KubeClient:
+        """Load credentials with kr8s and open a client; ``master`` overrides the server URL.
 
         Raises:
             ValueError: no usable credentials were found.
         """
         from kr8s._auth import KubeAuth
 
-        auth = KubeAuth(kubeconfig=kubeconfig)
+        auth = KubeAuth(kubeconfig=kubeconfig, url=master)
         await auth.reauthenticate()
         ctx = await auth.ssl_context()  # type: ignore[no-untyped-call]
         return cls(auth.server, ctx, auth.token, qps=qps, burst=burst, auth=auth)
