@@ -480,7 +480,9 @@ class Cluster:
     ``down()`` stops it. Timeouts are in seconds.
     """
 
-    def __init__(self, state_dir: Path | str | None = None, bin_dir: Path | str | None = None) -> None:
+    def __init__(
+        self, state_dir: Path | str | None = None, bin_dir: Path | str | None = None, *, bench: bool = False
+    ) -> None:
         """Bind to ``state_dir`` (default ``OME_CLUSTER_DIR`` or ``<repo>/.local-cluster``).
 
         ``bin_dir`` overrides binary discovery (see ``resolve_bin_dir``); nothing starts here.
@@ -488,6 +490,8 @@ class Cluster:
         if state_dir is None:
             state_dir = os.environ.get("OME_CLUSTER_DIR") or DEFAULT_STATE_DIR
         self.state_dir = Path(state_dir).expanduser().resolve()
+        self.bench = bench
+        """Benchmark mode: no KCM, no stock scheduler, no kwok; API server limits off."""
         self._bin_dir = Path(bin_dir).resolve() if bin_dir is not None else None
         self._state: ClusterState | None = None
         self._popen: dict[str, subprocess.Popen[bytes]] = {}
@@ -690,6 +694,14 @@ class Cluster:
         self._start_apiserver()
         timings["kube-apiserver"] = time.monotonic() - t0
 
+        if self.bench:
+            self.install_crd()
+            timings["crd"] = time.monotonic() - t0
+            self._state.status = "up"
+            timings["total"] = time.monotonic() - t0
+            self._save_state()
+            self._log(f"up (benchmark mode) in {timings['total']:.1f} s: {self.server}")
+            return
         self._start_kcm()
         self._start_scheduler()
         self._start_kwok()
@@ -828,6 +840,14 @@ class Cluster:
             f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
             "--v=1",
         ]
+        if self.bench:
+            # scheduler_perf's settings: no request limits, and nodes usable without KCM.
+            argv += [
+                "--max-requests-inflight=0",
+                "--max-mutating-requests-inflight=0",
+                "--enable-priority-and-fairness=false",
+                "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition,Priority",
+            ]
         rec = self._spawn("kube-apiserver", argv, port)
         log_file = Path(rec.log)
 

@@ -40,7 +40,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
-from ome_scheduler.kube.client import ApiError, KubeClient
+from ome_scheduler.kube.client import TRANSPORT_ERRORS, ApiError, KubeClient
 from ome_scheduler.logs import get_logger
 
 log = get_logger()
@@ -233,7 +233,7 @@ class SecureApp:
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         try:
             status, ctype, body = await self._handle(path, method, headers)
-        except (ApiError, OSError, msgspec.DecodeError) as exc:
+        except (*TRANSPORT_ERRORS, ApiError, OSError, msgspec.DecodeError) as exc:
             log.error("delegated authentication or authorization failed", path=path, error=str(exc))
             status, ctype, body = (
                 500,

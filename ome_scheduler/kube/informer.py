@@ -18,10 +18,9 @@ import random
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-import httpx
 import msgspec
 
-from ome_scheduler.kube.client import ApiError, KubeClient
+from ome_scheduler.kube.client import TRANSPORT_ERRORS, ApiError, KubeClient
 from ome_scheduler.kube.objects import ListMeta, MetaOnly, RawWatchEvent, Status
 from ome_scheduler.logs import get_logger
 
@@ -141,10 +140,8 @@ class Informer(Generic[T]):
             "timeoutSeconds": str(timeout),
         }
         try:
-            async with self.client.stream(self.path, params, read_timeout=timeout + 30) as r:
-                async for line in r.aiter_lines():
-                    if line:
-                        self._handle_line(line.encode())
+            async for line in self.client.watch_lines(self.path, params, read_timeout=timeout + 30):
+                self._handle_line(line)
         except ApiError as exc:
             if exc.code == 410:
                 raise _Expired from exc
@@ -196,7 +193,7 @@ class Informer(Generic[T]):
                     except _Expired:
                         log.info("watch expired, relisting", v=2, informer=self.name)
                         break
-                    except (httpx.TransportError, ApiError) as exc:
+                    except (*TRANSPORT_ERRORS, ApiError) as exc:
                         if isinstance(exc, ApiError) and exc.code == 404:
                             raise
                         log.info("watch failed, retrying", v=2, informer=self.name, error=str(exc))
@@ -212,7 +209,7 @@ class Informer(Generic[T]):
                     log.error("list failed, retrying", informer=self.name, error=str(exc))
                 await asyncio.sleep(min(30.0, backoff) * (1 + 0.2 * random.random()))
                 backoff = min(backoff * 2, 30.0)
-            except (httpx.TransportError, msgspec.DecodeError) as exc:
+            except (*TRANSPORT_ERRORS, msgspec.DecodeError) as exc:
                 log.error("list failed, retrying", informer=self.name, error=str(exc))
                 await asyncio.sleep(min(30.0, backoff) * (1 + 0.2 * random.random()))
                 backoff = min(backoff * 2, 30.0)

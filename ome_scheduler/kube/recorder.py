@@ -80,8 +80,11 @@ class Recorder:
             "resourceVersion": md.resource_version,
         }
         now = time.time()
-        for k in [k for k, v in self._cache.items() if now - v.created > FINISH_TIME]:
-            del self._cache[k]
+        while self._cache:  # insertion order is creation order: expire from the front
+            k0, first = next(iter(self._cache.items()))
+            if now - first.created <= FINISH_TIME:
+                break
+            del self._cache[k0]
         key = (type_, action, reason, controller, md.namespace, md.name, md.uid, md.resource_version)
         cached = self._cache.get(key)
         if cached is not None:

@@ -1,0 +1,568 @@
+"""Side-by-side benchmark: ome-scheduler and the stock kube-scheduler 1.35.4 on one API server.
+
+``python -m bench.run`` (or ``make bench``) starts a local control plane in benchmark mode (no
+kwok or controller manager; nodes are Node objects with status set), then for every scenario
+and every scheduler, ``--runs`` times: creates the scenario's pods, starts the scheduler with
+the same client QPS and burst, and measures until every pod is bound. Scenarios (default
+sizes; ``--small`` shrinks them for CI):
+
+* S1 standalone: 10,000 one-GPU pods in 100 groups of identical pods;
+* S2 gangs: 625 gangs of 8 whole-node members (8 GPUs, required anti-affinity on hostname),
+  PodGroups annotated ``ome.io/topology-key: nvidia.com/gpu.clique``;
+* S3 mixed: 500 gangs plus 5,000 standalone pods, created together (S2's 625 gangs use every
+  node, which would leave the standalone pods no room);
+* limit: a client that only POSTs Bindings, round-robin over nodes, with the same QPS and
+  concurrency: what this API server and machine can bind.
+
+Nodes: 5,000 with 8 ``nvidia.com/gpu``, 64 CPU and 512Gi each, in 625 cliques of 8. All pods
+exist before a scheduler starts; throughput is pods / (last bind - first bind), latency is
+from the scheduler's start to each pod's bind. Results: ``bench/results/<date>.md`` and a PNG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import ssl
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+import yaml
+
+from e2e.cluster import Cluster
+from e2e.helpers import REPO, chart_config
+
+CLIQUE = "nvidia.com/gpu.clique"
+NS = "bench"
+KUBE_NAME = "bench-kube"
+OME_NAME = "ome-scheduler"
+
+
+@dataclass
+class Sizes:
+    nodes: int = 5000
+    clique: int = 8
+    s1_pods: int = 10000
+    s1_groups: int = 100
+    s2_gangs: int = 625
+    s3_gangs: int = 500
+    s3_pods: int = 5000
+    gang_size: int = 8
+
+    @classmethod
+    def small(cls) -> Sizes:
+        return cls(nodes=80, clique=8, s1_pods=320, s1_groups=4, s2_gangs=10, s3_gangs=6, s3_pods=160, gang_size=8)
+
+
+@dataclass
+class RunResult:
+    scenario: str
+    scheduler: str
+    pods: int
+    seconds: float
+    pods_per_s: float
+    lat_p50: float
+    lat_p99: float
+    skew_p50: float | None
+    skew_p99: float | None
+    cpu_s: float
+    rss_mb: float
+    gangs_in_one_domain: str = ""
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+# ---- objects ---------------------------------------------------------------------------
+
+
+def node_obj(i: int, clique: int) -> dict[str, Any]:
+    name = f"n{i:05d}"
+    res = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                CLIQUE: f"c{i // clique:04d}",
+            },
+        },
+        "status": {
+            "capacity": res,
+            "allocatable": res,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "bench"}],
+            "phase": "Running",
+        },
+    }
+
+
+def pod_obj(name: str, scheduler: str, *, gpu: int, labels: dict[str, str], anti: bool = False) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "containers": [
+            {
+                "name": "c",
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"nvidia.com/gpu": str(gpu), "cpu": "100m", "memory": "128Mi"},
+                              "limits": {"nvidia.com/gpu": str(gpu)}},
+            }
+        ],
+        "terminationGracePeriodSeconds": 0,
+    }
+    if anti:
+        spec["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": labels["app"]}}, "topologyKey": "kubernetes.io/hostname"}
+                ]
+            }
+        }
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "labels": labels}, "spec": spec}
+
+
+def scenario_objects(name: str, sz: Sizes, scheduler: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, list[str]]]:
+    """(PodGroups, pods, gang -> member names) for one scenario."""
+    pgs: list[dict[str, Any]] = []
+    pods: list[dict[str, Any]] = []
+    gangs: dict[str, list[str]] = {}
+
+    def standalone(n: int, groups: int) -> None:
+        per = max(1, n // groups)
+        for i in range(n):
+            app = f"app{i // per:03d}"
+            pods.append(pod_obj(f"s{i:05d}", scheduler, gpu=1, labels={"app": app}))
+
+    def gang_set(n: int) -> None:
+        for g in range(n):
+            gname = f"g{g:04d}"
+            pgs.append({
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": gname, "namespace": NS, "annotations": {"ome.io/topology-key": CLIQUE}},
+                "spec": {"minMember": sz.gang_size, "scheduleTimeoutSeconds": 600},
+            })
+            members = [f"{gname}-{i}" for i in range(sz.gang_size)]
+            gangs[gname] = members
+            for m in members:
+                pods.append(pod_obj(m, scheduler, gpu=8, anti=True,
+                                    labels={"app": gname, "scheduling.x-k8s.io/pod-group": gname}))
+
+    if name == "S1" or name == "limit":
+        standalone(sz.s1_pods, sz.s1_groups)
+    elif name == "S2":
+        gang_set(sz.s2_gangs)
+    elif name == "S3":
+        gang_set(sz.s3_gangs)
+        standalone(sz.s3_pods, max(1, sz.s3_pods // 100))
+        # interleave: standalone pods and gang members arrive together
+        g = [p for p in pods if p["metadata"]["name"].startswith("g")]
+        s = [p for p in pods if p["metadata"]["name"].startswith("s")]
+        pods = [x for pair in zip(g, s, strict=False) for x in pair] + g[len(s):] + s[len(g):]
+    return pgs, pods, gangs
+
+
+# ---- API access ------------------------------------------------------------------------
+
+
+class BenchApi:
+    def __init__(self, cluster: Cluster) -> None:
+        ctx = ssl.create_default_context(cafile=str(cluster.ca_file))
+        ctx.load_cert_chain(str(cluster.pki_dir / "admin.crt"), str(cluster.pki_dir / "admin.key"))
+        self.ctx = ctx
+        self.base = cluster.server
+
+    def client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.base, verify=self.ctx, timeout=60.0,
+                                 limits=httpx.Limits(max_connections=64, max_keepalive_connections=64))
+
+    async def create_all(self, path_of: Callable[[dict[str, Any]], str], objs: Sequence[dict[str, Any]], conc: int = 48) -> None:
+        async with self.client() as c:
+            it = iter(objs)
+
+            async def worker() -> None:
+                for o in it:
+                    for _ in range(5):
+                        r = await c.post(path_of(o), content=json.dumps(o))
+                        if r.status_code in (200, 201, 409):
+                            break
+                        await asyncio.sleep(0.5)
+                    else:
+                        raise RuntimeError(f"create {o['metadata']['name']}: {r.status_code} {r.text[:200]}")
+
+            await asyncio.gather(*(worker() for _ in range(conc)))
+
+    async def delete_pods(self) -> None:
+        async with self.client() as c:
+            await c.delete(f"/api/v1/namespaces/{NS}/pods", params={"gracePeriodSeconds": "0"})
+            await c.delete(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{NS}/podgroups")
+            while True:
+                r = await c.get(f"/api/v1/namespaces/{NS}/pods", params={"limit": "1"})
+                if not r.json()["items"]:
+                    return
+                await asyncio.sleep(0.5)
+
+
+class _Ev(msgspec.Struct):
+    type: str
+    object: msgspec.Raw
+
+
+class _PodLite(msgspec.Struct):
+    class _M(msgspec.Struct):
+        name: str = ""
+
+    class _S(msgspec.Struct, rename="camel"):
+        node_name: str = ""
+
+    metadata: _M = msgspec.field(default_factory=_M)
+    spec: _S = msgspec.field(default_factory=_S)
+
+
+class _PodList(msgspec.Struct):
+    class _LM(msgspec.Struct, rename="camel"):
+        resource_version: str = ""
+
+    metadata: _LM = msgspec.field(default_factory=_LM)
+    items: list[_PodLite] = []
+
+
+async def watch_binds(api: BenchApi, expected: set[str], bound: dict[str, tuple[float, str]], done: asyncio.Event) -> None:
+    """Record (time, node) of the first bound observation of every expected pod."""
+    dec_list = msgspec.json.Decoder(_PodList)
+    dec_ev = msgspec.json.Decoder(_Ev)
+    dec_pod = msgspec.json.Decoder(_PodLite)
+    async with api.client() as c:
+        r = await c.get(f"/api/v1/namespaces/{NS}/pods")
+        lst = dec_list.decode(r.content)
+        now = time.monotonic()
+        for p in lst.items:
+            if p.spec.node_name and p.metadata.name in expected:
+                bound.setdefault(p.metadata.name, (now, p.spec.node_name))
+        rv = lst.metadata.resource_version
+        params = {"watch": "true", "resourceVersion": rv, "timeoutSeconds": "3600"}
+        async with c.stream("GET", f"/api/v1/namespaces/{NS}/pods", params=params, timeout=httpx.Timeout(10, read=3700)) as s:
+            if len(bound) >= len(expected):
+                done.set()
+                return
+            async for line in s.aiter_lines():
+                if not line:
+                    continue
+                ev = dec_ev.decode(line)
+                if ev.type not in ("ADDED", "MODIFIED"):
+                    continue
+                p = dec_pod.decode(bytes(ev.object))
+                if p.spec.node_name and p.metadata.name in expected and p.metadata.name not in bound:
+                    bound[p.metadata.name] = (time.monotonic(), p.spec.node_name)
+                    if len(bound) >= len(expected):
+                        done.set()
+                        return
+
+
+# ---- processes -------------------------------------------------------------------------
+
+
+def proc_cpu_rss(pid: int) -> tuple[float, float]:
+    """(CPU seconds user+system, peak RSS MiB) of a live process."""
+    with open(f"/proc/{pid}/stat") as f:
+        parts = f.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu = (int(parts[11]) + int(parts[12])) / ticks
+    rss = 0.0
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                rss = int(line.split()[1]) / 1024
+    return cpu, rss
+
+
+def kube_config(qps: float, burst: int) -> dict[str, Any]:
+    """The stock kube-scheduler with the chart's profile minus OMEGangPack (it has no gangs)."""
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {"leaderElect": False},
+        "clientConnection": {"qps": qps, "burst": burst, "kubeconfig": ""},
+        "profiles": [
+            {
+                "schedulerName": KUBE_NAME,
+                "plugins": {
+                    "multiPoint": {"disabled": [{"name": "DefaultPreemption"}]},
+                    "score": {"enabled": [{"name": "NodeResourcesFit", "weight": 10}],
+                              "disabled": [{"name": "PodTopologySpread"}]},
+                },
+                "pluginConfig": [
+                    {"name": "NodeResourcesFit", "args": {"scoringStrategy": {
+                        "type": "MostAllocated",
+                        "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}}},
+                ],
+            }
+        ],
+    }
+
+
+def start_scheduler(which: str, cluster: Cluster, workdir: Path, qps: float, burst: int) -> subprocess.Popen[bytes]:
+    workdir.mkdir(parents=True, exist_ok=True)
+    log = (workdir / f"{which}.log").open("ab")
+    if which == "kube-scheduler":
+        cfg = kube_config(qps, burst)
+        cfg["clientConnection"]["kubeconfig"] = str(cluster.kubeconfig)
+        path = workdir / "kube-scheduler.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        argv = [str(cluster.bin_dir / "kube-scheduler"), f"--config={path}", "--secure-port=0", "--v=1"]
+        # --secure-port=0 is rejected by some versions; fall back to a free port.
+        argv[-2] = f"--secure-port={_free_port()}"
+    else:
+        cfg = chart_config(scheduler_name=OME_NAME)
+        cfg["clientConnection"] = {"qps": qps, "burst": burst}
+        path = workdir / "ome-scheduler.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        argv = [sys.executable, "-m", "ome_scheduler", f"--config={path}", f"--kubeconfig={cluster.kubeconfig}",
+                "--v=1", "--secure-port=0"]
+    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pct(xs: Sequence[float], q: float) -> float:
+    if not xs:
+        return 0.0
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))]
+
+
+async def limit_run(api: BenchApi, names: list[str], nodes: list[str], qps: float, burst: int, conc: int = 64) -> tuple[float, float]:
+    """Bind pods round-robin over nodes as fast as QPS/burst and ``conc`` allow: (seconds, pods/s)."""
+    from ome_scheduler.kube.client import TokenBucket
+
+    bucket = TokenBucket(qps, burst)
+    it = iter(enumerate(names))
+    t0 = time.monotonic()
+    async with api.client() as c:
+
+        async def worker() -> None:
+            for i, name in it:
+                await bucket.acquire()
+                body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": NS},
+                        "target": {"apiVersion": "v1", "kind": "Node", "name": nodes[i % len(nodes)]}}
+                r = await c.post(f"/api/v1/namespaces/{NS}/pods/{name}/binding", content=json.dumps(body))
+                if r.status_code >= 300:
+                    raise RuntimeError(f"bind {name}: {r.status_code} {r.text[:200]}")
+
+        await asyncio.gather(*(worker() for _ in range(conc)))
+    took = time.monotonic() - t0
+    return took, len(names) / took
+
+
+async def one_run(
+    cluster: Cluster, api: BenchApi, scenario: str, which: str, sz: Sizes, qps: float, burst: int, workdir: Path,
+    node_names: list[str], node_domain: dict[str, str],
+) -> RunResult:
+    sched_name = KUBE_NAME if which == "kube-scheduler" else OME_NAME
+    if scenario == "limit":
+        sched_name = "nobody"
+    pgs, pods, gangs = scenario_objects(scenario, sz, sched_name)
+    await api.create_all(lambda o: f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{NS}/podgroups", pgs)
+    await api.create_all(lambda o: f"/api/v1/namespaces/{NS}/pods", pods)
+    names = [p["metadata"]["name"] for p in pods]
+    if scenario == "limit":
+        took, rate = await limit_run(api, names, node_names, qps, burst)
+        await api.delete_pods()
+        return RunResult(scenario, "binding client", len(names), took, rate, 0, 0, None, None, 0, 0)
+    bound: dict[str, tuple[float, str]] = {}
+    done = asyncio.Event()
+    watcher = asyncio.create_task(watch_binds(api, set(names), bound, done))
+    await asyncio.sleep(0.5)
+    t_start = time.monotonic()
+    proc = start_scheduler(which, cluster, workdir, qps, burst)
+    cpu = rss = 0.0
+    try:
+        timeout = 60 + len(names) * 0.2
+        deadline = time.monotonic() + timeout
+        while not done.is_set():
+            if proc.poll() is not None:
+                raise RuntimeError(f"{which} exited with {proc.returncode}; see {workdir}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{which} bound {len(bound)}/{len(names)} pods within {timeout:.0f} s")
+            try:
+                cpu, rss = proc_cpu_rss(proc.pid)
+            except OSError:
+                pass
+            await asyncio.sleep(0.5)
+        cpu, rss = proc_cpu_rss(proc.pid)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        watcher.cancel()
+    times = [t for t, _ in bound.values()]
+    first, last = min(times), max(times)
+    span = max(last - first, 1e-6)
+    lat = [t - t_start for t in times]
+    skews = []
+    one_domain = 0
+    for members in gangs.values():
+        ts = [bound[m][0] for m in members if m in bound]
+        if len(ts) == len(members):
+            skews.append(max(ts) - min(ts))
+        doms = {node_domain.get(bound[m][1]) for m in members if m in bound}
+        one_domain += 1 if len(doms) == 1 else 0
+    await api.delete_pods()
+    return RunResult(
+        scenario=scenario,
+        scheduler=which,
+        pods=len(names),
+        seconds=last - t_start,
+        pods_per_s=len(names) / span,
+        lat_p50=pct(lat, 50),
+        lat_p99=pct(lat, 99),
+        skew_p50=pct(skews, 50) if skews else None,
+        skew_p99=pct(skews, 99) if skews else None,
+        cpu_s=cpu,
+        rss_mb=rss,
+        gangs_in_one_domain=f"{one_domain}/{len(gangs)}" if gangs else "",
+    )
+
+
+def median_result(rs: list[RunResult]) -> RunResult:
+    rs = sorted(rs, key=lambda r: r.pods_per_s)
+    return rs[len(rs) // 2]
+
+
+def write_report(out: Path, results: dict[tuple[str, str], list[RunResult]], sz: Sizes, qps: float, burst: int, small: bool) -> Path:
+    date = dt.date.today().isoformat()
+    out.mkdir(parents=True, exist_ok=True)
+    md = out / f"{date}{'-small' if small else ''}.md"
+    png = out / f"{date}{'-small' if small else ''}.png"
+    limit = results.get(("limit", "binding client"))
+    limit_rate = median_result(limit).pods_per_s if limit else None
+    lines = [
+        f"# Benchmark {date}{' (small)' if small else ''}",
+        "",
+        f"Command: `python -m bench.run{' --small' if small else ''} --runs {len(next(iter(results.values())))}`; "
+        f"{sz.nodes} nodes in cliques of {sz.clique}; client QPS {qps:g}, burst {burst}; median of runs by pods/s.",
+        "",
+        "| scenario | scheduler | pods | pods/s | p50 s | p99 s | skew p50 s | skew p99 s | CPU s / 1k pods | peak RSS MiB | gangs in one clique | vs kube-scheduler | vs limit |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (scen, sched), rs in sorted(results.items()):
+        r = median_result(rs)
+        kube = results.get((scen, "kube-scheduler"))
+        vs_kube = vs_limit = ""
+        if sched == "ome-scheduler" and kube:
+            vs_kube = f"{r.pods_per_s / median_result(kube).pods_per_s:.2f}x"
+        if sched == "ome-scheduler" and limit_rate:
+            vs_limit = f"{r.pods_per_s / limit_rate:.2f}x"
+        f = (lambda v: "" if v is None else f"{v:.2f}")
+        cpu_k = r.cpu_s / r.pods * 1000 if r.pods and r.cpu_s else 0
+        lines.append(
+            f"| {scen} | {sched} | {r.pods} | {r.pods_per_s:.1f} | {f(r.lat_p50)} | {f(r.lat_p99)} | {f(r.skew_p50)} | "
+            f"{f(r.skew_p99)} | {cpu_k:.1f} | {r.rss_mb:.0f} | {r.gangs_in_one_domain} | {vs_kube} | {vs_limit} |"
+        )
+    lines += ["", "All runs:", "", "```", json.dumps({f"{k[0]}/{k[1]}": [r.__dict__ for r in v] for k, v in results.items()}, indent=1), "```", ""]
+    md.write_text("\n".join(lines))
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        scen = sorted({k[0] for k in results if k[0] != "limit"})
+        scheds = ["ome-scheduler", "kube-scheduler"]
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+        w = 0.38
+        for i, s in enumerate(scheds):
+            vals = [median_result(results[(c, s)]).pods_per_s if (c, s) in results else 0 for c in scen]
+            ax1.bar([x + i * w for x in range(len(scen))], vals, w, label=s)
+            p99 = [median_result(results[(c, s)]).lat_p99 if (c, s) in results else 0 for c in scen]
+            ax2.bar([x + i * w for x in range(len(scen))], p99, w, label=s)
+        if limit_rate:
+            ax1.axhline(limit_rate, color="grey", linestyle="--", label="binding limit")
+        for ax, title in ((ax1, "throughput (pods/s)"), (ax2, "p99 start-to-bound latency (s)")):
+            ax.set_xticks([x + w / 2 for x in range(len(scen))], scen)
+            ax.set_title(title)
+            ax.legend()
+        fig.tight_layout()
+        fig.savefig(png, dpi=100)
+    except ImportError:
+        pass
+    return md
+
+
+async def amain(args: argparse.Namespace) -> int:
+    sz = Sizes.small() if args.small else Sizes()
+    if args.nodes:
+        sz.nodes = args.nodes
+    state = REPO / ".local-cluster-bench"
+    cluster = Cluster(state, bench=True)
+    cluster.up(fresh=True, nodes=None)
+    api = BenchApi(cluster)
+    workdir = state / "runs"
+    try:
+        async with api.client() as c:
+            await c.post("/api/v1/namespaces", content=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}))
+        t0 = time.monotonic()
+        nodes = [node_obj(i, sz.clique) for i in range(sz.nodes)]
+        await api.create_all(lambda o: "/api/v1/nodes", nodes)
+        print(f"created {len(nodes)} nodes in {time.monotonic() - t0:.1f} s", flush=True)
+        node_names = [n["metadata"]["name"] for n in nodes]
+        node_domain = {n["metadata"]["name"]: n["metadata"]["labels"][CLIQUE] for n in nodes}
+        results: dict[tuple[str, str], list[RunResult]] = {}
+        for scen in args.scenarios.split(","):
+            scheds = ["limit"] if scen == "limit" else args.schedulers.split(",")
+            for run in range(args.runs):
+                for which in scheds:
+                    r = await one_run(cluster, api, scen, which, sz, args.qps, args.burst, workdir, node_names, node_domain)
+                    results.setdefault((scen, r.scheduler), []).append(r)
+                    print(f"{scen} run {run + 1} {r.scheduler}: {r.pods} pods, {r.pods_per_s:.1f} pods/s, "
+                          f"p99 {r.lat_p99:.2f} s, skew p99 {r.skew_p99}, cpu {r.cpu_s:.1f} s, rss {r.rss_mb:.0f} MiB, "
+                          f"one-clique {r.gangs_in_one_domain}", flush=True)
+                    if args.small and r.gangs_in_one_domain and r.scheduler == "ome-scheduler":
+                        n, total = r.gangs_in_one_domain.split("/")
+                        if n != total:
+                            print(f"FAIL: ome-scheduler split gangs in {scen}", file=sys.stderr)
+                            return 1
+        md = write_report(REPO / "bench" / "results", results, sz, args.qps, args.burst, args.small)
+        print(f"wrote {md}")
+        return 0
+    finally:
+        if not args.keep:
+            cluster.down()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.run", description=(__doc__ or "").split("\n")[0])
+    p.add_argument("--small", action="store_true", help="CI sizes: checks every pod bound and no gang split")
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--scenarios", default="limit,S1,S2,S3")
+    p.add_argument("--schedulers", default="ome-scheduler,kube-scheduler")
+    p.add_argument("--qps", type=float, default=5000.0)
+    p.add_argument("--burst", type=int, default=5000)
+    p.add_argument("--nodes", type=int, default=0)
+    p.add_argument("--keep", action="store_true", help="leave the benchmark control plane running")
+    args = p.parse_args(argv)
+    return asyncio.run(amain(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
