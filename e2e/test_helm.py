@@ -142,3 +142,77 @@ def test_helm_install_rollout_and_uninstall(cluster: Cluster, clean_release: Non
         assert not exists(cluster, kind, name, namespace), f"{kind} {namespace or ''}/{name} left behind"
     wait_for("the release's pods deleted", lambda: not release_pods(cluster), timeout=60, interval=0.5)
     assert helm(cluster, "status", RELEASE, "--namespace", NS).returncode != 0
+
+
+READER_VALUES = """\
+scheduler:
+  replicaCount: 1
+  podDisruptionBudget:
+    enabled: false
+  metrics:
+    reader:
+      serviceAccounts:
+        - name: prometheus
+          namespace: monitoring
+"""
+
+
+@pytest.mark.e2e
+def test_chart_rbac_is_enough_to_schedule_and_metrics_reader(
+    cluster: Cluster, clean_release: None, tmp_path: Path
+) -> None:
+    """ome-scheduler runs locally with the rendered ConfigMap and a token of the chart's
+    ServiceAccount as its only credentials: it elects itself leader and schedules the demo
+    gang; only ServiceAccounts listed in metrics.reader.serviceAccounts read /metrics."""
+    from e2e.helpers import Api, SchedulerProcess, wait_bound
+
+    values = tmp_path / "values.yaml"
+    values.write_text(READER_VALUES)
+    inst = helm(cluster, "install", RELEASE, str(CHART), "--namespace", NS, "--create-namespace", "-f", str(values))
+    assert inst.returncode == 0, inst.stderr
+    cm = cluster.kubectl_json("get", "configmap", "ome-scheduler-config", "-n", NS)
+    config = yaml.safe_load(cm["data"]["config.yaml"])
+    token = cluster.create_token(RELEASE, NS)
+    kubeconfig = cluster.token_kubeconfig(tmp_path / "sa.kubeconfig", token)
+    api = Api(cluster)
+    demo_ns = "gang-demo-helm"
+    cluster.kubectl("delete", "namespace", demo_ns, "--ignore-not-found", "--wait=true", timeout=120)
+    cluster.kubectl("create", "namespace", demo_ns)
+    for sa_ns in ("monitoring",):
+        cluster.kubectl("create", "namespace", sa_ns, check=False)
+    for sa in ("prometheus", "intruder"):
+        cluster.kubectl("create", "serviceaccount", sa, "-n", "monitoring", check=False)
+    try:
+        with SchedulerProcess(cluster, config, kubeconfig=kubeconfig) as sched:
+            holder = wait_for(
+                "the chart's scheduler holds the Lease ome/ome-scheduler",
+                lambda: (cluster.kubectl_json("get", "lease", RELEASE, "-n", NS).get("spec") or {}).get(
+                    "holderIdentity"
+                ),
+                timeout=40,
+            )
+            assert f'identity="{holder}"' in sched.log()
+            for doc in ("podgroup.yaml", "gang.yaml"):
+                obj = yaml.safe_load((REPO / "examples/demo" / doc).read_text())
+                obj["metadata"]["namespace"] = demo_ns
+                cluster.apply(yaml.safe_dump(obj))
+            pods = wait_for(
+                "two demo pods",
+                lambda: [p["metadata"]["name"] for p in api.pods(demo_ns, "app=gang-demo")] or None,
+                timeout=30,
+            )
+            placed = wait_bound(api, demo_ns, pods, timeout=60)
+            assert len(set(placed.values())) == 2
+            for p in pods:
+                ev = [e for e in api.events(demo_ns, p) if e["reason"] == "Scheduled"]
+                assert ev and ev[0]["reportingController"] == RELEASE
+            assert "forbidden" not in sched.log().lower(), sched.log()[-2000:]
+            allowed = cluster.create_token("prometheus", "monitoring")
+            denied = cluster.create_token("intruder", "monitoring")
+            r = sched.get("/metrics", token=allowed)
+            assert r.status_code == 200 and "ome_scheduler_gang_pin_total" in r.text
+            assert sched.get("/metrics", token=denied).status_code == 403
+    finally:
+        cluster.kubectl("delete", "namespace", demo_ns, "--wait=false", check=False)
+        cluster.kubectl("delete", "namespace", "monitoring", "--wait=false", check=False)
+        api.close()
