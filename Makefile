@@ -2,11 +2,12 @@
 #   make demo    the documented demo gang on a local real Kubernetes 1.35 control plane
 #   make test    lint, type checks, unit tests and end-to-end tests (what CI runs)
 #   make down    stop the local control plane and ome-scheduler
+#   make bench   ome-scheduler against kube-scheduler 1.35.4 on one API server (tens of minutes)
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: venv binaries demo down lint unit e2e test bench clean
+.PHONY: venv binaries demo down lint unit e2e test bench bench-small microbench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -37,7 +38,17 @@ e2e: venv binaries
 	$(BIN)/pytest e2e
 
 test: lint venv binaries
-	$(BIN)/pytest tests e2e
+	$(BIN)/pytest tests bench e2e
+	$(BIN)/python -m bench.run --small --runs 1
+
+bench: venv binaries
+	$(BIN)/python -m bench.run
+
+bench-small: venv binaries
+	$(BIN)/python -m bench.run --small --runs 1
+
+microbench: venv
+	$(BIN)/pytest bench/test_micro.py --benchmark-enable
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build dist *.egg-info

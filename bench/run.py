@@ -27,7 +27,6 @@ import datetime as dt
 import json
 import os
 import ssl
-import statistics
 import subprocess
 import sys
 import time
@@ -116,8 +115,10 @@ def pod_obj(name: str, scheduler: str, *, gpu: int, labels: dict[str, str], anti
             {
                 "name": "c",
                 "image": "registry.k8s.io/pause:3.10",
-                "resources": {"requests": {"nvidia.com/gpu": str(gpu), "cpu": "100m", "memory": "128Mi"},
-                              "limits": {"nvidia.com/gpu": str(gpu)}},
+                "resources": {
+                    "requests": {"nvidia.com/gpu": str(gpu), "cpu": "100m", "memory": "128Mi"},
+                    "limits": {"nvidia.com/gpu": str(gpu)},
+                },
             }
         ],
         "terminationGracePeriodSeconds": 0,
@@ -130,10 +131,17 @@ def pod_obj(name: str, scheduler: str, *, gpu: int, labels: dict[str, str], anti
                 ]
             }
         }
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "labels": labels}, "spec": spec}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "labels": labels},
+        "spec": spec,
+    }
 
 
-def scenario_objects(name: str, sz: Sizes, scheduler: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, list[str]]]:
+def scenario_objects(
+    name: str, sz: Sizes, scheduler: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, list[str]]]:
     """(PodGroups, pods, gang -> member names) for one scenario."""
     pgs: list[dict[str, Any]] = []
     pods: list[dict[str, Any]] = []
@@ -148,17 +156,22 @@ def scenario_objects(name: str, sz: Sizes, scheduler: str) -> tuple[list[dict[st
     def gang_set(n: int) -> None:
         for g in range(n):
             gname = f"g{g:04d}"
-            pgs.append({
-                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-                "kind": "PodGroup",
-                "metadata": {"name": gname, "namespace": NS, "annotations": {"ome.io/topology-key": CLIQUE}},
-                "spec": {"minMember": sz.gang_size, "scheduleTimeoutSeconds": 600},
-            })
+            pgs.append(
+                {
+                    "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                    "kind": "PodGroup",
+                    "metadata": {"name": gname, "namespace": NS, "annotations": {"ome.io/topology-key": CLIQUE}},
+                    "spec": {"minMember": sz.gang_size, "scheduleTimeoutSeconds": 600},
+                }
+            )
             members = [f"{gname}-{i}" for i in range(sz.gang_size)]
             gangs[gname] = members
             for m in members:
-                pods.append(pod_obj(m, scheduler, gpu=8, anti=True,
-                                    labels={"app": gname, "scheduling.x-k8s.io/pod-group": gname}))
+                pods.append(
+                    pod_obj(
+                        m, scheduler, gpu=8, anti=True, labels={"app": gname, "scheduling.x-k8s.io/pod-group": gname}
+                    )
+                )
 
     if name == "S1" or name == "limit":
         standalone(sz.s1_pods, sz.s1_groups)
@@ -170,7 +183,7 @@ def scenario_objects(name: str, sz: Sizes, scheduler: str) -> tuple[list[dict[st
         # interleave: standalone pods and gang members arrive together
         g = [p for p in pods if p["metadata"]["name"].startswith("g")]
         s = [p for p in pods if p["metadata"]["name"].startswith("s")]
-        pods = [x for pair in zip(g, s, strict=False) for x in pair] + g[len(s):] + s[len(g):]
+        pods = [x for pair in zip(g, s, strict=False) for x in pair] + g[len(s) :] + s[len(g) :]
     return pgs, pods, gangs
 
 
@@ -185,10 +198,16 @@ class BenchApi:
         self.base = cluster.server
 
     def client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=self.base, verify=self.ctx, timeout=60.0,
-                                 limits=httpx.Limits(max_connections=64, max_keepalive_connections=64))
+        return httpx.AsyncClient(
+            base_url=self.base,
+            verify=self.ctx,
+            timeout=60.0,
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=64),
+        )
 
-    async def create_all(self, path_of: Callable[[dict[str, Any]], str], objs: Sequence[dict[str, Any]], conc: int = 48) -> None:
+    async def create_all(
+        self, path_of: Callable[[dict[str, Any]], str], objs: Sequence[dict[str, Any]], conc: int = 48
+    ) -> None:
         async with self.client() as c:
             it = iter(objs)
 
@@ -239,7 +258,9 @@ class _PodList(msgspec.Struct):
     items: list[_PodLite] = []
 
 
-async def watch_binds(api: BenchApi, expected: set[str], bound: dict[str, tuple[float, str]], done: asyncio.Event) -> None:
+async def watch_binds(
+    api: BenchApi, expected: set[str], bound: dict[str, tuple[float, str]], done: asyncio.Event
+) -> None:
     """Record (time, node) of the first bound observation of every expected pod."""
     dec_list = msgspec.json.Decoder(_PodList)
     dec_ev = msgspec.json.Decoder(_Ev)
@@ -253,7 +274,9 @@ async def watch_binds(api: BenchApi, expected: set[str], bound: dict[str, tuple[
                 bound.setdefault(p.metadata.name, (now, p.spec.node_name))
         rv = lst.metadata.resource_version
         params = {"watch": "true", "resourceVersion": rv, "timeoutSeconds": "3600"}
-        async with c.stream("GET", f"/api/v1/namespaces/{NS}/pods", params=params, timeout=httpx.Timeout(10, read=3700)) as s:
+        async with c.stream(
+            "GET", f"/api/v1/namespaces/{NS}/pods", params=params, timeout=httpx.Timeout(10, read=3700)
+        ) as s:
             if len(bound) >= len(expected):
                 done.set()
                 return
@@ -300,13 +323,21 @@ def kube_config(qps: float, burst: int) -> dict[str, Any]:
                 "schedulerName": KUBE_NAME,
                 "plugins": {
                     "multiPoint": {"disabled": [{"name": "DefaultPreemption"}]},
-                    "score": {"enabled": [{"name": "NodeResourcesFit", "weight": 10}],
-                              "disabled": [{"name": "PodTopologySpread"}]},
+                    "score": {
+                        "enabled": [{"name": "NodeResourcesFit", "weight": 10}],
+                        "disabled": [{"name": "PodTopologySpread"}],
+                    },
                 },
                 "pluginConfig": [
-                    {"name": "NodeResourcesFit", "args": {"scoringStrategy": {
-                        "type": "MostAllocated",
-                        "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}}},
+                    {
+                        "name": "NodeResourcesFit",
+                        "args": {
+                            "scoringStrategy": {
+                                "type": "MostAllocated",
+                                "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}],
+                            }
+                        },
+                    },
                 ],
             }
         ],
@@ -329,8 +360,15 @@ def start_scheduler(which: str, cluster: Cluster, workdir: Path, qps: float, bur
         cfg["clientConnection"] = {"qps": qps, "burst": burst}
         path = workdir / "ome-scheduler.yaml"
         path.write_text(yaml.safe_dump(cfg))
-        argv = [sys.executable, "-m", "ome_scheduler", f"--config={path}", f"--kubeconfig={cluster.kubeconfig}",
-                "--v=1", "--secure-port=0"]
+        argv = [
+            sys.executable,
+            "-m",
+            "ome_scheduler",
+            f"--config={path}",
+            f"--kubeconfig={cluster.kubeconfig}",
+            "--v=1",
+            "--secure-port=0",
+        ]
     return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
 
 
@@ -349,7 +387,9 @@ def pct(xs: Sequence[float], q: float) -> float:
     return s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))]
 
 
-async def limit_run(api: BenchApi, names: list[str], nodes: list[str], qps: float, burst: int, conc: int = 64) -> tuple[float, float]:
+async def limit_run(
+    api: BenchApi, names: list[str], nodes: list[str], qps: float, burst: int, conc: int = 64
+) -> tuple[float, float]:
     """Bind pods round-robin over nodes as fast as QPS/burst and ``conc`` allow: (seconds, pods/s)."""
     from ome_scheduler.kube.client import TokenBucket
 
@@ -361,8 +401,12 @@ async def limit_run(api: BenchApi, names: list[str], nodes: list[str], qps: floa
         async def worker() -> None:
             for i, name in it:
                 await bucket.acquire()
-                body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": NS},
-                        "target": {"apiVersion": "v1", "kind": "Node", "name": nodes[i % len(nodes)]}}
+                body = {
+                    "apiVersion": "v1",
+                    "kind": "Binding",
+                    "metadata": {"name": name, "namespace": NS},
+                    "target": {"apiVersion": "v1", "kind": "Node", "name": nodes[i % len(nodes)]},
+                }
                 r = await c.post(f"/api/v1/namespaces/{NS}/pods/{name}/binding", content=json.dumps(body))
                 if r.status_code >= 300:
                     raise RuntimeError(f"bind {name}: {r.status_code} {r.text[:200]}")
@@ -373,8 +417,16 @@ async def limit_run(api: BenchApi, names: list[str], nodes: list[str], qps: floa
 
 
 async def one_run(
-    cluster: Cluster, api: BenchApi, scenario: str, which: str, sz: Sizes, qps: float, burst: int, workdir: Path,
-    node_names: list[str], node_domain: dict[str, str],
+    cluster: Cluster,
+    api: BenchApi,
+    scenario: str,
+    which: str,
+    sz: Sizes,
+    qps: float,
+    burst: int,
+    workdir: Path,
+    node_names: list[str],
+    node_domain: dict[str, str],
 ) -> RunResult:
     sched_name = KUBE_NAME if which == "kube-scheduler" else OME_NAME
     if scenario == "limit":
@@ -449,7 +501,9 @@ def median_result(rs: list[RunResult]) -> RunResult:
     return rs[len(rs) // 2]
 
 
-def write_report(out: Path, results: dict[tuple[str, str], list[RunResult]], sz: Sizes, qps: float, burst: int, small: bool) -> Path:
+def write_report(
+    out: Path, results: dict[tuple[str, str], list[RunResult]], sz: Sizes, qps: float, burst: int, small: bool
+) -> Path:
     date = dt.date.today().isoformat()
     out.mkdir(parents=True, exist_ok=True)
     md = out / f"{date}{'-small' if small else ''}.md"
@@ -473,13 +527,24 @@ def write_report(out: Path, results: dict[tuple[str, str], list[RunResult]], sz:
             vs_kube = f"{r.pods_per_s / median_result(kube).pods_per_s:.2f}x"
         if sched == "ome-scheduler" and limit_rate:
             vs_limit = f"{r.pods_per_s / limit_rate:.2f}x"
-        f = (lambda v: "" if v is None else f"{v:.2f}")
+
+        def f(v: float | None) -> str:
+            return "" if v is None else f"{v:.2f}"
+
         cpu_k = r.cpu_s / r.pods * 1000 if r.pods and r.cpu_s else 0
         lines.append(
             f"| {scen} | {sched} | {r.pods} | {r.pods_per_s:.1f} | {f(r.lat_p50)} | {f(r.lat_p99)} | {f(r.skew_p50)} | "
             f"{f(r.skew_p99)} | {cpu_k:.1f} | {r.rss_mb:.0f} | {r.gangs_in_one_domain} | {vs_kube} | {vs_limit} |"
         )
-    lines += ["", "All runs:", "", "```", json.dumps({f"{k[0]}/{k[1]}": [r.__dict__ for r in v] for k, v in results.items()}, indent=1), "```", ""]
+    lines += [
+        "",
+        "All runs:",
+        "",
+        "```",
+        json.dumps({f"{k[0]}/{k[1]}": [r.__dict__ for r in v] for k, v in results.items()}, indent=1),
+        "```",
+        "",
+    ]
     md.write_text("\n".join(lines))
     try:
         import matplotlib
@@ -520,7 +585,10 @@ async def amain(args: argparse.Namespace) -> int:
     workdir = state / "runs"
     try:
         async with api.client() as c:
-            await c.post("/api/v1/namespaces", content=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}))
+            await c.post(
+                "/api/v1/namespaces",
+                content=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
+            )
         t0 = time.monotonic()
         nodes = [node_obj(i, sz.clique) for i in range(sz.nodes)]
         await api.create_all(lambda o: "/api/v1/nodes", nodes)
@@ -532,17 +600,23 @@ async def amain(args: argparse.Namespace) -> int:
             scheds = ["limit"] if scen == "limit" else args.schedulers.split(",")
             for run in range(args.runs):
                 for which in scheds:
-                    r = await one_run(cluster, api, scen, which, sz, args.qps, args.burst, workdir, node_names, node_domain)
+                    r = await one_run(
+                        cluster, api, scen, which, sz, args.qps, args.burst, workdir, node_names, node_domain
+                    )
                     results.setdefault((scen, r.scheduler), []).append(r)
-                    print(f"{scen} run {run + 1} {r.scheduler}: {r.pods} pods, {r.pods_per_s:.1f} pods/s, "
-                          f"p99 {r.lat_p99:.2f} s, skew p99 {r.skew_p99}, cpu {r.cpu_s:.1f} s, rss {r.rss_mb:.0f} MiB, "
-                          f"one-clique {r.gangs_in_one_domain}", flush=True)
+                    print(
+                        f"{scen} run {run + 1} {r.scheduler}: {r.pods} pods, {r.pods_per_s:.1f} pods/s, "
+                        f"p99 {r.lat_p99:.2f} s, skew p99 {r.skew_p99}, cpu {r.cpu_s:.1f} s, rss {r.rss_mb:.0f} MiB, "
+                        f"one-clique {r.gangs_in_one_domain}",
+                        flush=True,
+                    )
                     if args.small and r.gangs_in_one_domain and r.scheduler == "ome-scheduler":
                         n, total = r.gangs_in_one_domain.split("/")
                         if n != total:
                             print(f"FAIL: ome-scheduler split gangs in {scen}", file=sys.stderr)
                             return 1
-        md = write_report(REPO / "bench" / "results", results, sz, args.qps, args.burst, args.small)
+        out = Path(args.out) if args.out else (state / "results" if args.small else REPO / "bench" / "results")
+        md = write_report(out, results, sz, args.qps, args.burst, args.small)
         print(f"wrote {md}")
         return 0
     finally:
@@ -560,6 +634,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--burst", type=int, default=5000)
     p.add_argument("--nodes", type=int, default=0)
     p.add_argument("--keep", action="store_true", help="leave the benchmark control plane running")
+    p.add_argument("--out", default="", help="report directory (default: bench/results; --small: the state dir)")
     args = p.parse_args(argv)
     return asyncio.run(amain(args))
 

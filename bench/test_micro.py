@@ -1,0 +1,173 @@
+"""Engine microbenchmarks (pytest-benchmark): regressions show without a cluster.
+
+Run: ``.venv/bin/pytest bench/test_micro.py --benchmark-enable`` (``make microbench``).
+Without ``--benchmark-enable`` (the default in this repository) each case runs once as a
+plain test, so CI checks that they still work.
+
+* planning one gang of 8 whole-node members at 1,000 / 5,000 / 20,000 nodes (cliques of 8);
+* one standalone pod's scheduling cycle (PreFilter, Filter, Score, select) at the same sizes,
+  with the chart's profile;
+* decoding one pod watch event.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+
+from ome_scheduler.config.load import parse_config
+from ome_scheduler.framework.interface import CycleState
+from ome_scheduler.framework.types import PodInfo
+from ome_scheduler.kube.objects import Pod, RawWatchEvent
+from ome_scheduler.metrics import Metrics
+from ome_scheduler.scheduler import Scheduler
+from tests.builders import make_node, make_pod, make_pod_group
+
+CLIQUE = "nvidia.com/gpu.clique"
+SIZES = [1000, 5000, 20000]
+
+
+class _NoIO:
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        return None
+
+    def event(self, *a: Any, **k: Any) -> None:
+        return None
+
+    def pod_scheduled_false(self, *a: Any, **k: Any) -> None:
+        return None
+
+
+def scheduler(nodes: int) -> Scheduler:
+    from e2e.helpers import chart_config
+
+    cfg = parse_config(chart_config())
+    s = Scheduler(cfg, metrics=Metrics(), binder=_NoIO(), recorder=_NoIO())
+    for i in range(nodes):
+        s.on_node_add(
+            make_node(
+                f"n{i:05d}", {CLIQUE: f"c{i // 8:04d}"}, alloc={"nvidia.com/gpu": "8", "cpu": "64", "memory": "512Gi"}
+            )
+        )
+    return s
+
+
+def gang_member(name: str) -> Pod:
+    return make_pod(name, gang="g", requests={"nvidia.com/gpu": "8"}, anti_affinity_on="kubernetes.io/hostname")
+
+
+@pytest.mark.parametrize("nodes", SIZES)
+def test_plan_one_gang_of_8(benchmark: Any, nodes: int) -> None:
+    s = scheduler(nodes)
+    s.on_pod_group_add(make_pod_group("g", min_member=8, topology_key=CLIQUE))
+    members = [gang_member(f"g-{i}") for i in range(8)]
+    for m in members:
+        s._index(PodInfo(m))
+    gp = s.gang_plugins[0]
+    pod = s.pods["ns/g-0"]
+    node_infos = s.cache.node_infos()
+
+    def plan() -> set[str] | None:
+        gp.store.by_group.clear()
+        gp.store.reserved.clear()
+        gp.store.reserved_nodes.clear()
+        r, st = gp.pre_filter(CycleState(), pod, node_infos)
+        assert st is None, st
+        return r
+
+    result = benchmark(plan)
+    assert result is not None and len(result) == 8
+
+
+@pytest.mark.parametrize("nodes", SIZES)
+def test_filter_and_score_one_standalone_pod(benchmark: Any, nodes: int) -> None:
+    s = scheduler(nodes)
+    fw = s.frameworks["ome-scheduler"]
+    pod = PodInfo(make_pod("solo", requests={"nvidia.com/gpu": "1", "cpu": "100m", "memory": "128Mi"}))
+
+    def cycle() -> str:
+        return s._schedule_pod(fw, CycleState(), pod)
+
+    assert benchmark(cycle).startswith("n")
+
+
+POD_EVENT = msgspec.json.encode(
+    {
+        "type": "MODIFIED",
+        "object": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "qwen3-multi-node-engine-0-worker-0",
+                "namespace": "qwen3",
+                "uid": "7d0c7f1e-0e2f-4b71-9a57-2f2c3c1f9a11",
+                "resourceVersion": "123456",
+                "labels": {
+                    "app": "qwen3",
+                    "scheduling.x-k8s.io/pod-group": "qwen3-multi-node-engine-0",
+                    "ome.io/inferenceservice": "qwen3-multi-node",
+                    "component": "engine",
+                },
+                "annotations": {"kubectl.kubernetes.io/restartedAt": "2026-11-29T00:00:00Z"},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "ReplicaSet",
+                        "name": "qwen3-abc",
+                        "uid": "11111111-2222-3333-4444-555555555555",
+                        "controller": True,
+                    }
+                ],
+                "managedFields": [
+                    {
+                        "manager": "kube-controller-manager",
+                        "operation": "Update",
+                        "fieldsV1": {"f:metadata": {"f:labels": {}}},
+                    }
+                ]
+                * 4,
+            },
+            "spec": {
+                "schedulerName": "ome-scheduler",
+                "containers": [
+                    {
+                        "name": "engine",
+                        "image": "ghcr.io/sgl-project/sglang:v0.5",
+                        "resources": {
+                            "requests": {"cpu": "32", "memory": "400Gi", "nvidia.com/gpu": "8"},
+                            "limits": {"nvidia.com/gpu": "8"},
+                        },
+                        "env": [{"name": f"E{i}", "value": "x" * 20} for i in range(20)],
+                        "ports": [{"containerPort": 30000, "protocol": "TCP"}],
+                    }
+                ],
+                "affinity": {
+                    "podAntiAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {
+                                "labelSelector": {"matchLabels": {"app": "qwen3"}},
+                                "topologyKey": "kubernetes.io/hostname",
+                            }
+                        ]
+                    }
+                },
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            },
+            "status": {"phase": "Pending"},
+        },
+    }
+)
+
+
+def test_decode_one_pod_event(benchmark: Any) -> None:
+    ev_dec = msgspec.json.Decoder(RawWatchEvent)
+    pod_dec = msgspec.json.Decoder(Pod)
+
+    def decode() -> PodInfo:
+        ev = ev_dec.decode(POD_EVENT)
+        return PodInfo(pod_dec.decode(bytes(ev.object)))
+
+    pi = benchmark(decode)
+    assert pi.requests.scalar["nvidia.com/gpu"] == 8
