@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
+import aiohttp
 import msgspec
 import yaml
 
@@ -197,12 +197,14 @@ class BenchApi:
         self.ctx = ctx
         self.base = cluster.server
 
-    def client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(
+    def client(self) -> aiohttp.ClientSession:
+        """An aiohttp session (64 connections) as cluster admin; the harness must not be the bottleneck."""
+        return aiohttp.ClientSession(
             base_url=self.base,
-            verify=self.ctx,
-            timeout=60.0,
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=64),
+            connector=aiohttp.TCPConnector(limit=64, ssl=self.ctx),
+            timeout=aiohttp.ClientTimeout(total=120),
+            headers={"Content-Type": "application/json"},
+            read_bufsize=1 << 20,
         )
 
     async def create_all(
@@ -214,22 +216,26 @@ class BenchApi:
             async def worker() -> None:
                 for o in it:
                     for _ in range(5):
-                        r = await c.post(path_of(o), content=json.dumps(o))
-                        if r.status_code in (200, 201, 409):
+                        async with c.post(path_of(o), data=json.dumps(o)) as r:
+                            status, text = r.status, await r.text()
+                        if status in (200, 201, 409):
                             break
                         await asyncio.sleep(0.5)
                     else:
-                        raise RuntimeError(f"create {o['metadata']['name']}: {r.status_code} {r.text[:200]}")
+                        raise RuntimeError(f"create {o['metadata']['name']}: {status} {text[:200]}")
 
             await asyncio.gather(*(worker() for _ in range(conc)))
 
     async def delete_pods(self) -> None:
         async with self.client() as c:
-            await c.delete(f"/api/v1/namespaces/{NS}/pods", params={"gracePeriodSeconds": "0"})
-            await c.delete(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{NS}/podgroups")
+            async with c.delete(f"/api/v1/namespaces/{NS}/pods", params={"gracePeriodSeconds": "0"}) as r:
+                await r.read()
+            async with c.delete(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{NS}/podgroups") as r:
+                await r.read()
             while True:
-                r = await c.get(f"/api/v1/namespaces/{NS}/pods", params={"limit": "1"})
-                if not r.json()["items"]:
+                async with c.get(f"/api/v1/namespaces/{NS}/pods", params={"limit": "1"}) as r:
+                    items = (await r.json())["items"]
+                if not items:
                     return
                 await asyncio.sleep(0.5)
 
@@ -266,32 +272,34 @@ async def watch_binds(
     dec_ev = msgspec.json.Decoder(_Ev)
     dec_pod = msgspec.json.Decoder(_PodLite)
     async with api.client() as c:
-        r = await c.get(f"/api/v1/namespaces/{NS}/pods")
-        lst = dec_list.decode(r.content)
+        async with c.get(f"/api/v1/namespaces/{NS}/pods") as r:
+            lst = dec_list.decode(await r.read())
         now = time.monotonic()
         for p in lst.items:
             if p.spec.node_name and p.metadata.name in expected:
                 bound.setdefault(p.metadata.name, (now, p.spec.node_name))
-        rv = lst.metadata.resource_version
-        params = {"watch": "true", "resourceVersion": rv, "timeoutSeconds": "3600"}
-        async with c.stream(
-            "GET", f"/api/v1/namespaces/{NS}/pods", params=params, timeout=httpx.Timeout(10, read=3700)
-        ) as s:
-            if len(bound) >= len(expected):
-                done.set()
-                return
-            async for line in s.aiter_lines():
-                if not line:
-                    continue
-                ev = dec_ev.decode(line)
-                if ev.type not in ("ADDED", "MODIFIED"):
-                    continue
-                p = dec_pod.decode(bytes(ev.object))
-                if p.spec.node_name and p.metadata.name in expected and p.metadata.name not in bound:
-                    bound[p.metadata.name] = (time.monotonic(), p.spec.node_name)
-                    if len(bound) >= len(expected):
-                        done.set()
-                        return
+        if len(bound) >= len(expected):
+            done.set()
+            return
+        params = {"watch": "true", "resourceVersion": lst.metadata.resource_version, "timeoutSeconds": "3600"}
+        tmo = aiohttp.ClientTimeout(total=None, sock_read=3700)
+        async with c.get(f"/api/v1/namespaces/{NS}/pods", params=params, timeout=tmo) as s:
+            buf = b""
+            async for chunk in s.content.iter_any():
+                buf += chunk
+                while (i := buf.find(b"\n")) >= 0:
+                    line, buf = buf[:i], buf[i + 1 :]
+                    if not line:
+                        continue
+                    ev = dec_ev.decode(line)
+                    if ev.type not in ("ADDED", "MODIFIED"):
+                        continue
+                    p = dec_pod.decode(bytes(ev.object))
+                    if p.spec.node_name and p.metadata.name in expected and p.metadata.name not in bound:
+                        bound[p.metadata.name] = (time.monotonic(), p.spec.node_name)
+                        if len(bound) >= len(expected):
+                            done.set()
+                            return
 
 
 # ---- processes -------------------------------------------------------------------------
@@ -407,9 +415,10 @@ async def limit_run(
                     "metadata": {"name": name, "namespace": NS},
                     "target": {"apiVersion": "v1", "kind": "Node", "name": nodes[i % len(nodes)]},
                 }
-                r = await c.post(f"/api/v1/namespaces/{NS}/pods/{name}/binding", content=json.dumps(body))
-                if r.status_code >= 300:
-                    raise RuntimeError(f"bind {name}: {r.status_code} {r.text[:200]}")
+                async with c.post(f"/api/v1/namespaces/{NS}/pods/{name}/binding", data=json.dumps(body)) as r:
+                    if r.status >= 300:
+                        raise RuntimeError(f"bind {name}: {r.status} {(await r.text())[:200]}")
+                    await r.read()
 
         await asyncio.gather(*(worker() for _ in range(conc)))
     took = time.monotonic() - t0
@@ -585,10 +594,9 @@ async def amain(args: argparse.Namespace) -> int:
     workdir = state / "runs"
     try:
         async with api.client() as c:
-            await c.post(
-                "/api/v1/namespaces",
-                content=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
-            )
+            ns_body = json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+            async with c.post("/api/v1/namespaces", data=ns_body) as r:
+                await r.read()
         t0 = time.monotonic()
         nodes = [node_obj(i, sz.clique) for i in range(sz.nodes)]
         await api.create_all(lambda o: "/api/v1/nodes", nodes)

@@ -198,7 +198,11 @@ def test_chart_rbac_is_enough_to_schedule_and_metrics_reader(
                 cluster.apply(yaml.safe_dump(obj))
             pods = wait_for(
                 "two demo pods",
-                lambda: [p["metadata"]["name"] for p in api.pods(demo_ns, "app=gang-demo")] or None,
+                lambda: (
+                    names
+                    if len(names := [p["metadata"]["name"] for p in api.pods(demo_ns, "app=gang-demo")]) == 2
+                    else None
+                ),
                 timeout=30,
             )
             placed = wait_bound(api, demo_ns, pods, timeout=60)

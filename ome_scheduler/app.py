@@ -24,7 +24,15 @@ from ome_scheduler.config.types import KubeSchedulerConfiguration
 from ome_scheduler.framework.runtime import ConfigError
 from ome_scheduler.kube.client import KubeClient
 from ome_scheduler.kube.informer import Informer
-from ome_scheduler.kube.objects import Namespace, Node, Pod, PodGroup
+from ome_scheduler.kube.objects import (
+    Namespace,
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    PodGroup,
+    StorageClass,
+)
 from ome_scheduler.kube.recorder import Recorder
 from ome_scheduler.leader import LeaderElector
 from ome_scheduler.metrics import Metrics
@@ -99,6 +107,37 @@ class App:
                 on_add=s.on_namespace_add,
                 on_update=s.on_namespace_update,
                 on_delete=s.on_namespace_delete,
+            ),
+        ]
+        # Storage objects for VolumeRestrictions, VolumeBinding and VolumeZone (issue 3).
+        vs = s.volume_store()
+        self.informers += [
+            Informer(
+                client,
+                "/api/v1/persistentvolumes",
+                PersistentVolume,
+                name="persistentvolumes",
+                on_add=vs.on_pv_add,
+                on_update=vs.on_pv_update,
+                on_delete=vs.on_pv_delete,
+            ),
+            Informer(
+                client,
+                "/api/v1/persistentvolumeclaims",
+                PersistentVolumeClaim,
+                name="persistentvolumeclaims",
+                on_add=vs.on_pvc_add,
+                on_update=vs.on_pvc_update,
+                on_delete=vs.on_pvc_delete,
+            ),
+            Informer(
+                client,
+                "/apis/storage.k8s.io/v1/storageclasses",
+                StorageClass,
+                name="storageclasses",
+                on_add=vs.on_class_add,
+                on_update=vs.on_class_update,
+                on_delete=vs.on_class_delete,
             ),
         ]
         self.pod_group_informer: Informer[PodGroup] = Informer(
@@ -207,6 +246,20 @@ class _Shutdown(Exception):
     pass
 
 
+class _NoBinder:
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        raise RuntimeError("validation only")
+
+
+def validate_profiles(cfg: KubeSchedulerConfiguration) -> None:
+    """Build every profile's plugins once, so plugin arguments are checked before connecting.
+
+    Raises:
+        ConfigError: naming the profile, plugin and argument.
+    """
+    Scheduler(cfg, metrics=Metrics(), binder=_NoBinder(), recorder=None)
+
+
 async def amain(opts: Options) -> int:
     try:
         logs.configure(opts.v, opts.logging_format)
@@ -216,6 +269,11 @@ async def amain(opts: Options) -> int:
     try:
         cfg = load_config(opts.config)
         apply_flags(cfg, opts)
+    except ConfigError as exc:
+        sys.stderr.write(f"Error: invalid configuration: {exc}\n")
+        return 1
+    try:
+        validate_profiles(cfg)
     except ConfigError as exc:
         sys.stderr.write(f"Error: invalid configuration: {exc}\n")
         return 1

@@ -50,6 +50,7 @@ from ome_scheduler.logs import enabled, get_logger
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.plugins.gangpack.plugin import OMEGangPack
 from ome_scheduler.plugins.registry import default_plugins, in_tree_registry
+from ome_scheduler.plugins.volumestore import VolumeStore
 
 log = get_logger()
 
@@ -111,8 +112,26 @@ class Scheduler:
     def get_node_info(self, name: str) -> NodeInfo | None:
         return self.cache.get_node_info(name)
 
+    def nodes_with_affinity_pods(self) -> Sequence[NodeInfo]:
+        return self.cache.nodes_with(self.cache.affinity_nodes)
+
+    def nodes_with_required_anti_affinity_pods(self) -> Sequence[NodeInfo]:
+        return self.cache.nodes_with(self.cache.anti_affinity_nodes)
+
     def pods_in_group(self, namespace: str, group: str) -> list[PodInfo]:
         return list(self._gang_index.get((namespace, group), {}).values())
+
+    def placed_members(self, namespace: str, group: str) -> list[tuple[PodInfo, NodeInfo | None]]:
+        out: list[tuple[PodInfo, NodeInfo | None]] = []
+        for key, node in self.cache.placed_members(namespace, group).items():
+            raw = self.cache.nodes.get(node)
+            pi = raw.pods.get(key) if raw is not None else None
+            if pi is not None:
+                out.append((pi, raw if raw is not None and raw.node is not None else None))
+        return out
+
+    def node_changes(self, cursor: int) -> tuple[int, set[str] | None]:
+        return self.cache.node_changes(cursor)
 
     def live_gang_keys(self) -> set[str]:
         out = set()
@@ -129,6 +148,15 @@ class Scheduler:
 
     def namespace_names(self) -> Iterable[str]:
         return list(self.namespaces)
+
+    def volume_store(self) -> VolumeStore:
+        """PVs, PVCs and StorageClasses for the volume plugins (filled by app.py's informers);
+        each storage event retries the unschedulable pods that registered it."""
+        vs: VolumeStore | None = self.__dict__.get("_volume_store")
+        if vs is None:
+            vs = VolumeStore(lambda ev, old, new: self.queue.move_all_to_active_or_backoff(ev, old, new))
+            self._volume_store = vs
+        return vs
 
     def activate(self, pods: Iterable[Pod]) -> None:
         self.queue.activate(pods)
@@ -372,7 +400,11 @@ class Scheduler:
             diag.node_to_status.absent = Status.unresolvable(
                 f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(with_nodes))}]"
             )
-        feasible = self._find_nodes_that_pass_filters(fw, state, pi, diag, nodes, len(all_nodes))
+        entries: dict[str, list[Any]] | None = None
+        if result is None and fw.filters_node_local(state):
+            version = (self.cache.version, fw.cache_version(state, pi))
+            entries = fw.equivalence.entries(pi.shape, version)
+        feasible = self._find_nodes_that_pass_filters(fw, state, pi, diag, nodes, len(all_nodes), entries)
         if not feasible:
             raise FitError(pi, len(all_nodes), diag)
         if len(feasible) == 1:
@@ -382,24 +414,26 @@ class Scheduler:
         pst = fw.run_pre_score(state, pi, feasible)
         if pst is not None:
             raise RuntimeError(pst.message())
-        totals = fw.run_score(state, pi, feasible)
-        best_i = 0
-        best = -1
-        ties = 0
-        for i, t in enumerate(totals):
-            if t > best:
-                best, best_i, ties = t, i, 1
-            elif t == best:
-                ties += 1
-                if random.randrange(ties) == 0:
-                    best_i = i
+        if entries is not None and fw.scores_node_local(state):
+            totals = fw.run_score_cached(state, pi, feasible, entries)
+        else:
+            totals = fw.run_score(state, pi, feasible)
+        best = max(totals)
+        best_i = random.choice([i for i, t in enumerate(totals) if t == best])
         if enabled(10):
             for n, t in zip(feasible, totals, strict=True):
                 log.info("Calculated node's final score for pod", v=10, pod=pi.key, node=n.name, score=t)
         return feasible[best_i].name
 
     def _find_nodes_that_pass_filters(
-        self, fw: Framework, state: CycleState, pi: PodInfo, diag: Diagnosis, nodes: Sequence[NodeInfo], num_all: int
+        self,
+        fw: Framework,
+        state: CycleState,
+        pi: PodInfo,
+        diag: Diagnosis,
+        nodes: Sequence[NodeInfo],
+        num_all: int,
+        entries: dict[str, list[Any]] | None = None,
     ) -> list[NodeInfo]:
         start = time.perf_counter()
         n = len(nodes)
@@ -416,7 +450,15 @@ class Scheduler:
         for i in range(n):
             ni = nodes[(idx0 + i) % n]
             processed += 1
-            s = run_filter(state, pi, ni)
+            if entries is None:
+                s = run_filter(state, pi, ni)
+            else:
+                e = entries.get(ni.name)
+                if e is not None and e[0] == ni.generation:
+                    s = e[1]
+                else:
+                    s = run_filter(state, pi, ni)
+                    entries[ni.name] = [ni.generation, s, {}, None]
             if s is None:
                 feasible.append(ni)
                 if len(feasible) >= to_find:

@@ -75,6 +75,12 @@ class FakeHandle:
     def get_node_info(self, name: str) -> NodeInfo | None:
         return self.nodes.get(name)
 
+    def nodes_with_affinity_pods(self) -> Sequence[NodeInfo]:
+        return [n for n in self.nodes.values() if n.pods_with_affinity]
+
+    def nodes_with_required_anti_affinity_pods(self) -> Sequence[NodeInfo]:
+        return [n for n in self.nodes.values() if n.pods_with_required_anti_affinity]
+
     def pods_in_group(self, namespace: str, group: str) -> list[PodInfo]:
         return [p for p in self.pods.values() if p.namespace == namespace and p.gang == group]
 
@@ -84,6 +90,17 @@ class FakeHandle:
             for p in self.pods.values()
             if p.gang and p.pod.metadata.deletion_timestamp is None
         }
+
+    def placed_members(self, namespace: str, group: str) -> list[tuple[PodInfo, NodeInfo | None]]:
+        return [
+            (pi, n)
+            for n in self.nodes.values()
+            for pi in n.pods.values()
+            if pi.namespace == namespace and pi.gang == group
+        ]
+
+    def node_changes(self, cursor: int) -> tuple[int, set[str] | None]:
+        return cursor + 1, None  # no change feed: the plugin rebuilds its indexes every time
 
     def pod_group(self, namespace: str, name: str) -> PodGroup | None:
         return self.groups.get(f"{namespace}/{name}")

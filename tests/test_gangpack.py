@@ -231,6 +231,9 @@ def test_standalone_pods_avoid_held_nodes_and_wake_on_drain() -> None:
     assert rej is not None and rej.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert rej.message() == "node is reserved for a forming gang"
     assert p.filter(st, solo, h.nodes["b1"]) is None
+    nts = NodeToStatus()
+    nts.set("a1", rej)
+    assert p.post_filter(st, solo, nts) is not None  # the pod failed everywhere: parked by the hold
     h.activated.clear()
     waiting = h.wait(h.nodes[n0].pods[g[0].uid])
     node1, _, s1 = schedule(p, h, g[1])

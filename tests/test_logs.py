@@ -27,7 +27,10 @@ def test_verbosity_gates_lines(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_text_format_is_klog_like(capsys: pytest.CaptureFixture[str]) -> None:
     lines = emit(capsys, 4, "text")
-    assert lines[0].startswith("I") and '] "gangpack.pinGang.result" gang="ns/g" domain="clique-a" narrowedNodes=2' in lines[0]
+    assert (
+        lines[0].startswith("I")
+        and '] "gangpack.pinGang.result" gang="ns/g" domain="clique-a" narrowedNodes=2' in lines[0]
+    )
     assert lines[2].startswith("E")
 
 

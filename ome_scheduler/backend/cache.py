@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ome_scheduler.framework.types import NodeInfo, PodInfo
+from ome_scheduler.framework.types import ImageState, NodeInfo, PodInfo
 from ome_scheduler.kube.objects import Node
 
+CHANGE_LOG_MAX = 200_000
 ZONE_LABEL = "topology.kubernetes.io/zone"
 REGION_LABEL = "topology.kubernetes.io/region"
 
@@ -48,6 +49,14 @@ class SchedulerCache:
         self._zones: dict[str, list[str]] = {}
         self._node_zone: dict[str, str] = {}
         self._list: list[NodeInfo] | None = None
+        self.image_states: dict[str, ImageState] = {}
+        self.gang_members: dict[tuple[str, str], dict[str, str]] = {}
+        self.affinity_nodes: set[str] = set()
+        self.anti_affinity_nodes: set[str] = set()
+        self.version = 0
+        """Bumped when a node joins or leaves or its images change (cluster-wide inputs)."""
+        self._change_log: list[str] = []
+        self._change_base = 1
 
     # ---- node tree --------------------------------------------------------------------
 
@@ -106,8 +115,37 @@ class SchedulerCache:
             self._tree_add(name, zone)
         elif ni.node is None:
             self._list = None
+        if ni.node is None or ni.node.status.images != node.status.images:
+            self.version += 1  # a node joined, or image spread changed: cluster-wide scores move
+        self._remove_images(ni.node)
+        self._add_images(node, ni)
         ni.set_node(node)
+        self._changed(name)
         return ni
+
+    def _add_images(self, node: Node, ni: NodeInfo) -> None:
+        """``addNodeImageStates``: share one ImageState per image name (size from its first node)."""
+        states: dict[str, ImageState] = {}
+        for img in node.status.images:
+            for name in img.names:
+                st = self.image_states.get(name)
+                if st is None:
+                    st = self.image_states[name] = ImageState(img.size_bytes)
+                st.nodes.add(node.metadata.name)
+                states.setdefault(name, st)
+        ni.image_states = states
+
+    def _remove_images(self, node: Node | None) -> None:
+        """``removeNodeImageStates``: forget the node; drop images no node holds any more."""
+        if node is None:
+            return
+        for img in node.status.images:
+            for name in img.names:
+                st = self.image_states.get(name)
+                if st is not None:
+                    st.nodes.discard(node.metadata.name)
+                    if not st.nodes:
+                        del self.image_states[name]
 
     def remove_node(self, name: str) -> None:
         """Drop the node; its pods stay accounted on a ghost entry until they are deleted."""
@@ -115,7 +153,11 @@ class SchedulerCache:
         if ni is None:
             return
         self._tree_remove(name)
+        self._remove_images(ni.node)
+        ni.image_states = {}
         ni.node = None
+        self.version += 1
+        self._changed(name)
         if not ni.pods:
             del self.nodes[name]
         self._list = None
@@ -131,14 +173,62 @@ class SchedulerCache:
         if ni is None:
             ni = self.nodes[node] = NodeInfo(node)
         ni.add_pod(info)
+        self._changed(node)
+        if ni.pods_with_affinity:
+            self.affinity_nodes.add(node)
+        if ni.pods_with_required_anti_affinity:
+            self.anti_affinity_nodes.add(node)
+        if info.gang:
+            self.gang_members.setdefault((info.namespace, info.gang), {})[info.uid or info.key] = node
 
     def _unaccount(self, key: str, node: str) -> None:
         ni = self.nodes.get(node)
         if ni is None:
             return
-        ni.remove_pod(key)
+        pi = ni.remove_pod(key)
+        self._changed(node)
+        if not ni.pods_with_affinity:
+            self.affinity_nodes.discard(node)
+        if not ni.pods_with_required_anti_affinity:
+            self.anti_affinity_nodes.discard(node)
+        if pi is not None and pi.gang:
+            members = self.gang_members.get((pi.namespace, pi.gang))
+            if members is not None:
+                members.pop(key, None)
+                if not members:
+                    del self.gang_members[(pi.namespace, pi.gang)]
         if ni.node is None and not ni.pods:
             del self.nodes[node]
+
+    # ---- change feed --------------------------------------------------------------------
+
+    def _changed(self, node: str) -> None:
+        log = self._change_log
+        log.append(node)
+        if len(log) > CHANGE_LOG_MAX:
+            drop = len(log) // 2
+            del log[:drop]
+            self._change_base += drop
+
+    def node_changes(self, cursor: int) -> tuple[int, set[str] | None]:
+        """Nodes changed (pods added or removed, node added, updated or deleted) since ``cursor``.
+
+        Returns (new cursor, names), or (new cursor, None) when ``cursor`` is older than the
+        bounded log and the caller must rebuild from every node. Cursor 0 always rebuilds.
+        """
+        end = self._change_base + len(self._change_log)
+        if cursor <= 0 or cursor < self._change_base:
+            return end, None
+        return end, set(self._change_log[cursor - self._change_base :])
+
+    def nodes_with(self, names: set[str]) -> list[NodeInfo]:
+        """The real nodes among ``names`` (any order, as upstream's lists)."""
+        nodes = self.nodes
+        return [ni for n in names if (ni := nodes.get(n)) is not None and ni.node is not None]
+
+    def placed_members(self, namespace: str, gang: str) -> dict[str, str]:
+        """Bound and assumed pods of one gang: pod key (uid) -> node name."""
+        return self.gang_members.get((namespace, gang), {})
 
     def is_assumed(self, key: str) -> bool:
         st = self.pods.get(key)

@@ -141,6 +141,8 @@ class SchedulingQueue:
         self.scheduling_cycle = 0
         self.closed = False
         self._all_events = [ev for p in profiles.values() for ev in p.hints]
+        self._gauge_dirty = True
+        self._pending_children = {q: metrics.pending_pods.labels(q) for q in (ACTIVE, BACKOFF, UNSCHEDULABLE, "gated")}
 
     # ---- bookkeeping ------------------------------------------------------------------
 
@@ -148,12 +150,18 @@ class SchedulingQueue:
         self.metrics.queue_incoming_pods.labels(queue, event).inc()
 
     def _gauge(self) -> None:
+        """Mark ``scheduler_pending_pods`` stale; ``run`` refreshes it every second."""
+        self._gauge_dirty = True
+
+    def refresh_gauges(self) -> None:
+        """Set ``scheduler_pending_pods`` (O(unschedulable pods), hence off the hot path)."""
+        self._gauge_dirty = False
         gated = sum(1 for q in self.unschedulable.values() if q.gated)
-        m = self.metrics.pending_pods
-        m.labels(ACTIVE).set(len(self.active))
-        m.labels(BACKOFF).set(len(self.backoff) + len(self.error_backoff))
-        m.labels(UNSCHEDULABLE).set(len(self.unschedulable) - gated)
-        m.labels("gated").set(gated)
+        m = self._pending_children
+        m[ACTIVE].set(len(self.active))
+        m[BACKOFF].set(len(self.backoff) + len(self.error_backoff))
+        m[UNSCHEDULABLE].set(len(self.unschedulable) - gated)
+        m["gated"].set(gated)
 
     def _signal(self) -> None:
         self._wakeup.set()
@@ -183,6 +191,7 @@ class SchedulingQueue:
         return bo >= math.floor(self.clock() / BACKOFF_WINDOW) * BACKOFF_WINDOW and bo > 0
 
     def _run_pre_enqueue(self, q: QueuedPodInfo) -> None:
+        """``runPreEnqueuePlugins``: a rejecting plugin gates the pod and joins its rejectors."""
         p = self._profile(q)
         q.gating_plugin = ""
         if p is None:
@@ -190,6 +199,19 @@ class SchedulingQueue:
         s = p.pre_enqueue(q.pod_info)
         if s is not None:
             q.gating_plugin = s.plugin or "PreEnqueue"
+            if q.gating_plugin not in q.unschedulable_plugins:
+                q.unschedulable_plugins.add(q.gating_plugin)
+                self.metrics.unschedulable_pods.labels(q.gating_plugin, q.pod.spec.scheduler_name).inc()
+
+    def _gating_events_match(self, q: QueuedPodInfo, event: ClusterEvent) -> bool:
+        """``MatchAnyClusterEvent(event, GatingPluginEvents)``: may this event ungate the pod?"""
+        p = self._profile(q)
+        if p is None:
+            return False
+        return any(
+            registered.matches(event) and any(plugin == q.gating_plugin for plugin, _ in hints)
+            for registered, hints in p.hints.items()
+        )
 
     def _remove_everywhere(self, uid: str) -> None:
         self.unschedulable.pop(uid, None)
@@ -270,7 +292,9 @@ class SchedulingQueue:
                     try:
                         hint = ev.hint(q.pod, old, new)
                     except Exception as exc:
-                        log.error("QueueingHintFn returns error", plugin=plugin, event=event.label(), error=str(exc))
+                        log.error(
+                            "QueueingHintFn returns error", plugin=plugin, cluster_event=event.label(), error=str(exc)
+                        )
                         hint = QueueingHint.QUEUE
                 if hint == QueueingHint.QUEUE_SKIP:
                     continue
@@ -352,6 +376,9 @@ class SchedulingQueue:
                 profile = q.pod.spec.scheduler_name
                 for plugin in q.unschedulable_plugins | q.pending_plugins:
                     self.metrics.unschedulable_pods.labels(plugin, profile).dec()
+                q.unschedulable_plugins = set()
+                q.pending_plugins = set()
+                q.gating_plugin = ""
                 self._gauge()
                 return q
             self._wakeup.clear()
@@ -434,8 +461,8 @@ class SchedulingQueue:
         if not self._interesting(event):
             return
         for q in pods:
-            if q.gated:
-                continue  # only an update of the pod itself can lift its scheduling gates
+            if q.gated and not self._gating_events_match(q, event):
+                continue
             s = self._worth_requeuing(q, event, old, new)
             if s == QUEUE_SKIP:
                 continue
@@ -488,6 +515,8 @@ class SchedulingQueue:
         while not self.closed:
             await asyncio.sleep(BACKOFF_WINDOW)
             self.flush_backoff_completed()
+            if self._gauge_dirty:
+                self.refresh_gauges()
             n += 1
             if n % 30 == 0:
                 self.flush_unschedulable_leftover()

@@ -79,12 +79,28 @@ class Handle(Protocol):
 
     def get_node_info(self, name: str) -> NodeInfo | None: ...
 
+    def nodes_with_affinity_pods(self) -> Sequence[NodeInfo]:
+        """``HavePodsWithAffinityList``: nodes with a pod that has any pod (anti-)affinity."""
+        ...
+
+    def nodes_with_required_anti_affinity_pods(self) -> Sequence[NodeInfo]:
+        """``HavePodsWithRequiredAntiAffinityList``."""
+        ...
+
     def pods_in_group(self, namespace: str, group: str) -> list[PodInfo]:
         """Every pod in the informer cache labelled with this PodGroup in this namespace."""
         ...
 
     def live_gang_keys(self) -> set[str]:
         """``ns/group`` of every pod-group label on a pod that is neither deleting nor finished."""
+        ...
+
+    def placed_members(self, namespace: str, group: str) -> list[tuple[PodInfo, NodeInfo | None]]:
+        """Bound and assumed pods of one gang with their node (None: the node is gone)."""
+        ...
+
+    def node_changes(self, cursor: int) -> tuple[int, set[str] | None]:
+        """Node names changed since ``cursor`` (None: rebuild from all nodes) and the new cursor."""
         ...
 
     def pod_group(self, namespace: str, name: str) -> PodGroup | None:
@@ -108,6 +124,10 @@ class Plugin:
     """Base of every plugin; ``name`` is the name used in the profile."""
 
     name: ClassVar[str] = ""
+    node_local_filter: ClassVar[bool] = False
+    """Filter depends only on the pod's shape and the one NodeInfo (and ``cache_token``)."""
+    node_local_score: ClassVar[bool] = False
+    """Score depends only on the pod's shape and the one NodeInfo (and ``cache_token``)."""
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         """``EnqueueExtensions``: the cluster events that may make a rejected pod schedulable."""

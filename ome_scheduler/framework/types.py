@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+import msgspec
+
 from ome_scheduler.kube.objects import Node, Pod, PodAffinityTerm, Taint, WeightedPodAffinityTerm
 from ome_scheduler.util.labels import NodeSelectorMatcher, Selector
 from ome_scheduler.util.quantity import milli_value, value
@@ -27,6 +29,7 @@ DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 """Memory (bytes) assumed for scoring when none is requested."""
 
 _generation = itertools.count(1)
+_SHAPE_ENC = msgspec.json.Encoder()
 
 
 def next_generation() -> int:
@@ -242,12 +245,16 @@ class AffinityTerm:
         return False
 
     def with_namespaces(self, extra: Iterable[str]) -> AffinityTerm:
-        """``mergeAffinityTermNamespacesIfNotEmpty``: selected namespaces folded into the list."""
+        """``mergeAffinityTermNamespacesIfNotEmpty``: selected namespaces folded into the list.
+
+        The namespace selector is kept: upstream resets it on a copy only, so an incoming
+        pod's term still matches existing pods whose namespace the selector would select when
+        given *no* labels (``NotIn``/``DoesNotExist`` selectors), in any namespace."""
         return AffinityTerm(
             namespaces=self.namespaces | frozenset(extra),
             selector=self.selector,
             topology_key=self.topology_key,
-            namespace_selector=Selector.nothing(),
+            namespace_selector=self.namespace_selector,
             weight=self.weight,
         )
 
@@ -305,6 +312,7 @@ class PodInfo:
         "node_selector_matcher",
         "parse_error",
         "pvc_names",
+        "_shape",
     )
 
     def __init__(self, pod: Pod) -> None:
@@ -368,6 +376,33 @@ class PodInfo:
             for v in spec.volumes
             if v.persistent_volume_claim is not None or v.ephemeral is not None
         )
+        self._shape: bytes | None = None
+
+    @property
+    def shape(self) -> bytes:
+        """A key equal for pods whose node-local Filter and Score results are equal: the spec
+        minus its per-pod identity (name, node name), plus the namespace. Computed once."""
+        if self._shape is None:
+            spec = self.pod.spec
+            self._shape = _SHAPE_ENC.encode(
+                (
+                    self.namespace,
+                    spec.scheduler_name,
+                    spec.containers,
+                    spec.init_containers,
+                    spec.overhead,
+                    spec.resources,
+                    spec.tolerations,
+                    spec.node_selector,
+                    spec.affinity,
+                    spec.volumes,
+                    spec.topology_spread_constraints,
+                    spec.host_network,
+                    spec.scheduling_gates,
+                    self.priority,
+                )
+            )
+        return self._shape
 
     def with_node(self, node: str) -> PodInfo:
         """A copy whose pod has ``spec.nodeName = node`` (the assumed pod); derived data is shared."""
@@ -390,31 +425,32 @@ class PodInfo:
 
 
 class HostPortInfo:
-    """``fwk.HostPortInfo``: host ports in use on a node, by ip then ``(protocol, port)``."""
+    """``fwk.HostPortInfo``: host ports in use on a node, by ip then ``(protocol, port)``.
+
+    A set, as upstream's: adding a port twice and removing it once frees it (kube-scheduler
+    keeps no reference count either).
+    """
 
     __slots__ = ("by_ip",)
 
     def __init__(self) -> None:
-        self.by_ip: dict[str, dict[tuple[str, int], int]] = {}
+        self.by_ip: dict[str, set[tuple[str, int]]] = {}
 
     def add(self, ip: str, protocol: str, port: int) -> None:
-        m = self.by_ip.setdefault(ip or "0.0.0.0", {})
-        k = (protocol or "TCP", port)
-        m[k] = m.get(k, 0) + 1
+        if port <= 0:
+            return
+        self.by_ip.setdefault(ip or "0.0.0.0", set()).add((protocol or "TCP", port))
 
     def remove(self, ip: str, protocol: str, port: int) -> None:
+        if port <= 0:
+            return
         ip = ip or "0.0.0.0"
         m = self.by_ip.get(ip)
         if m is None:
             return
-        k = (protocol or "TCP", port)
-        n = m.get(k, 0) - 1
-        if n <= 0:
-            m.pop(k, None)
-            if not m:
-                del self.by_ip[ip]
-        else:
-            m[k] = n
+        m.discard((protocol or "TCP", port))
+        if not m:
+            del self.by_ip[ip]
 
     def conflicts(self, ip: str, protocol: str, port: int) -> bool:
         """``CheckConflict``: 0.0.0.0 conflicts with every ip, a specific ip with itself and 0.0.0.0."""
@@ -424,7 +460,7 @@ class HostPortInfo:
         k = (protocol or "TCP", port)
         if ip == "0.0.0.0":
             return any(k in m for m in self.by_ip.values())
-        return k in self.by_ip.get(ip, {}) or k in self.by_ip.get("0.0.0.0", {})
+        return k in self.by_ip.get(ip, ()) or k in self.by_ip.get("0.0.0.0", ())
 
     def __len__(self) -> int:
         return sum(len(m) for m in self.by_ip.values())
@@ -432,10 +468,18 @@ class HostPortInfo:
 
 @dataclass(slots=True)
 class ImageState:
-    """``fwk.ImageStateSummary``: an image's size (bytes) and how many nodes hold it."""
+    """``fwk.ImageStateSummary``: an image's size (bytes) and the nodes that hold it.
+
+    One object per image name is shared by every NodeInfo listing the image (the cache keeps
+    it current), so ``num_nodes`` is always the cluster-wide count.
+    """
 
     size: int
-    num_nodes: int
+    nodes: set[str] = field(default_factory=set)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.nodes)
 
 
 class NodeInfo:

@@ -126,7 +126,7 @@ class ContainerPort(_S, gc=False):
     container_port: int = 0
     host_port: int = 0
     protocol: str = "TCP"
-    host_ip: str = ""
+    host_ip: str = msgspec.field(default="", name="hostIP")
 
 
 class Container(_S, gc=False):
@@ -171,6 +171,14 @@ class Volume(_S, gc=False):
     rbd: dict[str, Any] | None = None
 
 
+class PodResourceClaim(_S, gc=False):
+    """``v1.PodResourceClaim``: only its presence matters (DynamicResources)."""
+
+    name: str = ""
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
 class PodSpec(_S):
     containers: list[Container] = []
     init_containers: list[Container] = []
@@ -188,6 +196,7 @@ class PodSpec(_S):
     resources: ResourceRequirements | None = None
     volumes: list[Volume] = []
     host_network: bool = False
+    resource_claims: list[PodResourceClaim] = []
 
 
 class PodCondition(_S, gc=False):
@@ -237,6 +246,82 @@ class Node(_S):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: NodeSpec = msgspec.field(default_factory=NodeSpec)
     status: NodeStatus = msgspec.field(default_factory=NodeStatus)
+
+
+class ObjectReference(_S, gc=False):
+    kind: str = ""
+    namespace: str = ""
+    name: str = ""
+    uid: str = ""
+    api_version: str = ""
+    resource_version: str = ""
+
+
+class VolumeNodeAffinity(_S, gc=False):
+    required: NodeSelector | None = None
+
+
+class PersistentVolumeSpec(_S, gc=False):
+    capacity: ResourceList = {}
+    access_modes: list[str] = []
+    claim_ref: ObjectReference | None = None
+    storage_class_name: str = ""
+    volume_mode: str | None = None
+    node_affinity: VolumeNodeAffinity | None = None
+    volume_attributes_class_name: str | None = None
+    csi: dict[str, Any] | None = None
+
+
+class PersistentVolumeStatus(_S, gc=False):
+    phase: str = ""
+
+
+class PersistentVolume(_S):
+    """``v1.PersistentVolume``: the fields VolumeBinding, VolumeZone and VolumeRestrictions read."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: PersistentVolumeSpec = msgspec.field(default_factory=PersistentVolumeSpec)
+    status: PersistentVolumeStatus = msgspec.field(default_factory=PersistentVolumeStatus)
+
+
+class PersistentVolumeClaimSpec(_S, gc=False):
+    access_modes: list[str] = []
+    selector: LabelSelector | None = None
+    resources: ResourceRequirements = msgspec.field(default_factory=ResourceRequirements)
+    volume_name: str = ""
+    storage_class_name: str | None = None
+    volume_mode: str | None = None
+    volume_attributes_class_name: str | None = None
+
+
+class PersistentVolumeClaimStatus(_S, gc=False):
+    phase: str = ""
+
+
+class PersistentVolumeClaim(_S):
+    """``v1.PersistentVolumeClaim``."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: PersistentVolumeClaimSpec = msgspec.field(default_factory=PersistentVolumeClaimSpec)
+    status: PersistentVolumeClaimStatus = msgspec.field(default_factory=PersistentVolumeClaimStatus)
+
+
+class TopologySelectorLabelRequirement(_S, gc=False):
+    key: str = ""
+    values: list[str] = []
+
+
+class TopologySelectorTerm(_S, gc=False):
+    match_label_expressions: list[TopologySelectorLabelRequirement] = []
+
+
+class StorageClass(_S):
+    """``storage.k8s.io/v1 StorageClass`` (top-level fields, not under ``spec``)."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    provisioner: str = ""
+    volume_binding_mode: str | None = None
+    allowed_topologies: list[TopologySelectorTerm] = []
 
 
 class PodGroupSpec(_S, gc=False):

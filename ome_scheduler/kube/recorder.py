@@ -133,7 +133,7 @@ class Recorder:
                 f"/apis/events.k8s.io/v1/namespaces/{c.namespace}/events/{c.name}", patch, retries=2
             )
         except Exception as exc:
-            log.info("unable to update event series", v=4, event=c.name, error=str(exc))
+            log.info("unable to update event series", v=4, eventName=c.name, error=str(exc))
 
     def pod_scheduled_false(self, pod: Pod, reason: str, message: str, *, clear_nominated: bool = True) -> None:
         """Set ``PodScheduled=False`` with ``reason``/``message`` (and clear nominatedNodeName)."""

@@ -116,9 +116,7 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         s.affinity_terms = self._merge_namespaces(pod.required_affinity_terms)
         s.anti_terms = self._merge_namespaces(pod.required_anti_affinity_terms)
         ns_labels = self._ns_labels(pod.namespace)
-        for n in nodes:
-            if not n.pods_with_required_anti_affinity:
-                continue
+        for n in self.handle.nodes_with_required_anti_affinity_pods():
             for ep in n.pods_with_required_anti_affinity.values():
                 for t in ep.required_anti_affinity_terms:
                     if t.matches(pod.pod, ns_labels):
@@ -181,7 +179,9 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
                     d = scores.setdefault(term.topology_key, {})
                     d[tv] = d.get(tv, 0) + weight
 
-        all_nodes = self.handle.node_infos()
+        # HavePodsWithAffinityList: without constraints of its own, only nodes whose pods
+        # carry affinity terms can contribute.
+        all_nodes = self.handle.node_infos() if has_constraints else self.handle.nodes_with_affinity_pods()
         for n in all_nodes:
             pods = n.pods.values() if has_constraints else n.pods_with_affinity.values()
             if not n.labels:

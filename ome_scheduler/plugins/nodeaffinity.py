@@ -66,6 +66,8 @@ class PreferredTerms:
 
 class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
     name = "NodeAffinity"
+    node_local_filter = True
+    node_local_score = True
 
     def __init__(self, added: NodeAffinitySpec | None = None) -> None:
         self.added_selector: NodeSelectorMatcher | None = None

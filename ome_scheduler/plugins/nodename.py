@@ -7,18 +7,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
+from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint
 from ome_scheduler.framework.interface import CycleState, FilterPlugin, Handle
 from ome_scheduler.framework.runtime import FrameworkOptions
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
-from ome_scheduler.kube.objects import Node, Pod
 
 ERR_REASON = "node(s) didn't match the requested node name"
 
 
 class NodeName(FilterPlugin):
     name = "NodeName"
+    node_local_filter = True
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         want = pod.pod.spec.node_name
@@ -27,13 +27,8 @@ class NodeName(FilterPlugin):
         return None
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
-        return [ClusterEventWithHint(ClusterEvent("Node", ActionType.ADD), self._after_node_add)]
-
-    @staticmethod
-    def _after_node_add(pod: Pod, old: Any, new: Any) -> QueueingHint:
-        if isinstance(new, Node) and (not pod.spec.node_name or pod.spec.node_name == new.metadata.name):
-            return QueueingHint.QUEUE
-        return QueueingHint.QUEUE_SKIP
+        """Node Add with no hint (always Queue), as upstream registers it."""
+        return [ClusterEventWithHint(ClusterEvent("Node", ActionType.ADD), None)]
 
     @classmethod
     def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> NodeName:

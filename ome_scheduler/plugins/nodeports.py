@@ -23,6 +23,7 @@ ERR_REASON = "node(s) didn't have free ports for the requested pod ports"
 
 class NodePorts(PreFilterPlugin, FilterPlugin):
     name = "NodePorts"
+    node_local_filter = True
 
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]

@@ -28,6 +28,7 @@ def tolerates_unschedulable(pod: Pod) -> bool:
 
 class NodeUnschedulable(FilterPlugin):
     name = "NodeUnschedulable"
+    node_local_filter = True
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         if node.unschedulable and not tolerates_unschedulable(pod.pod):

@@ -1,13 +1,15 @@
 """The in-tree registry and kube-scheduler 1.35's default plugin set.
 
 Mirrors ``pkg/scheduler/framework/plugins/registry.go`` and
-``pkg/scheduler/apis/config/v1/default_plugins.go``: the default profile enables, through
-multiPoint and in this order, SchedulingGates, PrioritySort, NodeUnschedulable, NodeName,
-TaintToleration (weight 3), NodeAffinity (2), NodePorts, NodeResourcesFit (1),
-VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread (2),
-InterPodAffinity (2), DefaultPreemption, NodeResourcesBalancedAllocation (1),
-ImageLocality (1) and DefaultBinder. Plugins this project does not implement are left out
-of the defaults (README, "Supported plugins").
+``pkg/scheduler/apis/config/v1/default_plugins.go`` (with the 1.35 feature gates at their
+defaults, so DynamicResources is in and NodeDeclaredFeatures and GangScheduling are out):
+the default profile enables, through multiPoint and in this order, SchedulingGates,
+PrioritySort, NodeUnschedulable, NodeName, TaintToleration (weight 3), NodeAffinity (2),
+NodePorts, NodeResourcesFit (1), VolumeRestrictions, NodeVolumeLimits, VolumeBinding,
+VolumeZone, PodTopologySpread (2), InterPodAffinity (2), DynamicResources (2),
+DefaultPreemption, NodeResourcesBalancedAllocation (1), ImageLocality (1) and DefaultBinder.
+Plugins this project does not implement are left out of the defaults (README, "Supported
+plugins").
 """
 
 from __future__ import annotations
@@ -16,16 +18,24 @@ from ome_scheduler.config.types import PluginRef, Plugins, PluginSet
 from ome_scheduler.framework.runtime import PluginFactory
 from ome_scheduler.plugins.defaultbinder import DefaultBinder
 from ome_scheduler.plugins.defaultpreemption import DefaultPreemption
+from ome_scheduler.plugins.dynamicresources import DynamicResources
 from ome_scheduler.plugins.gangpack.plugin import OMEGangPack
+from ome_scheduler.plugins.imagelocality import ImageLocality
 from ome_scheduler.plugins.interpodaffinity import InterPodAffinity
 from ome_scheduler.plugins.nodeaffinity import NodeAffinity
 from ome_scheduler.plugins.nodename import NodeName
 from ome_scheduler.plugins.nodeports import NodePorts
+from ome_scheduler.plugins.noderesources.balanced_allocation import NodeResourcesBalancedAllocation
 from ome_scheduler.plugins.noderesources.fit import NodeResourcesFit
 from ome_scheduler.plugins.nodeunschedulable import NodeUnschedulable
+from ome_scheduler.plugins.nodevolumelimits import NodeVolumeLimits
+from ome_scheduler.plugins.podtopologyspread import PodTopologySpread
 from ome_scheduler.plugins.queuesort import PrioritySort
 from ome_scheduler.plugins.schedulinggates import SchedulingGates
 from ome_scheduler.plugins.tainttoleration import TaintToleration
+from ome_scheduler.plugins.volumebinding import VolumeBinding
+from ome_scheduler.plugins.volumerestrictions import VolumeRestrictions
+from ome_scheduler.plugins.volumezone import VolumeZone
 
 _PLUGINS = [
     SchedulingGates,
@@ -36,8 +46,16 @@ _PLUGINS = [
     NodeAffinity,
     NodePorts,
     NodeResourcesFit,
+    VolumeRestrictions,
+    NodeVolumeLimits,
+    VolumeBinding,
+    VolumeZone,
+    PodTopologySpread,
     InterPodAffinity,
+    DynamicResources,
     DefaultPreemption,
+    NodeResourcesBalancedAllocation,
+    ImageLocality,
     DefaultBinder,
     OMEGangPack,
 ]
@@ -51,10 +69,19 @@ DEFAULT_MULTI_POINT: list[tuple[str, int | None]] = [
     ("NodeAffinity", 2),
     ("NodePorts", None),
     ("NodeResourcesFit", 1),
+    ("VolumeRestrictions", None),
+    ("NodeVolumeLimits", None),
+    ("VolumeBinding", None),
+    ("VolumeZone", None),
+    ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
+    ("DynamicResources", 2),
     ("DefaultPreemption", None),
+    ("NodeResourcesBalancedAllocation", 1),
+    ("ImageLocality", 1),
     ("DefaultBinder", None),
 ]
+"""``getDefaultPlugins``' multiPoint list: (plugin name, score weight or None)."""
 
 
 def in_tree_registry() -> dict[str, PluginFactory]:

@@ -25,6 +25,8 @@ _STATE = "PreScoreTaintToleration"
 
 class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin):
     name = "TaintToleration"
+    node_local_filter = True
+    node_local_score = True
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         if node.taints and find_untolerated_taint(node.taints, pod.pod.spec.tolerations) is not None:

@@ -9,6 +9,7 @@ terms are ORed, the requirements of one term ANDed, ``Gt``/``Lt`` compare intege
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -18,6 +19,16 @@ from ome_scheduler.kube.objects import (
     NodeSelectorRequirement,
     NodeSelectorTerm,
 )
+
+_INT64 = re.compile(r"[+-]?[0-9]+")
+
+
+def _parse_int64(v: str) -> int | None:
+    """``strconv.ParseInt(v, 10, 64)``: ASCII digits with an optional sign, in int64 range."""
+    if not _INT64.fullmatch(v):
+        return None
+    n = int(v)
+    return n if -(2**63) <= n < 2**63 else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,12 +53,11 @@ class Requirement:
             return self.key not in labels
         if op in ("Gt", "Lt"):
             v = labels.get(self.key)
-            if v is None:
+            if v is None or len(self.values) != 1:
                 return False
-            try:
-                have = int(v)
-                want = int(next(iter(self.values)))
-            except (ValueError, StopIteration):
+            have = _parse_int64(v)
+            want = _parse_int64(next(iter(self.values)))
+            if have is None or want is None:
                 return False
             return have > want if op == "Gt" else have < want
         return False

@@ -36,6 +36,8 @@ class PinStore:
         self.reserved: dict[Domain, int] = {}
         self.reserved_nodes: dict[str, int] = {}
         self._tokens = itertools.count(1)
+        self.version = 0
+        """Bumped whenever a hold starts, drains or is released (what standalone Filter reads)."""
 
     def __len__(self) -> int:
         return len(self.by_group)
@@ -51,6 +53,7 @@ class PinStore:
         else:
             self.reserved[c.domain] = r
         if (old > 0) != (new > 0):
+            self.version += 1
             delta = 1 if new > 0 else -1
             for n in c.nodes:
                 v = self.reserved_nodes.get(n, 0) + delta

@@ -19,6 +19,7 @@ Units: room and capacities are member counts.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -203,3 +204,101 @@ def group_by_domain(nodes: Sequence[N], domain_of: Callable[[N], str]) -> dict[s
         if d:
             out.setdefault(d, []).append(n)
     return out
+
+
+class RoomIndex(Generic[T, N]):
+    """Room per domain for one member shape, kept current from node changes (rule 1).
+
+    Holds, for one topology key and one template (a homogeneous gang's member), every node's
+    member capacity and every domain's room, plus the domains sorted by room, so best fit is a
+    bisection instead of a scan of the cluster. ``refresh`` takes the names of the nodes that
+    changed since the last call (or None to rebuild), so the work per plan is proportional to
+    what changed, not to the cluster size.
+    """
+
+    def __init__(
+        self,
+        template: T,
+        capacity: CapacityFn[T, N],
+        domain_of: Callable[[N], str],
+        name_of: Callable[[N], str],
+        *,
+        one_per_node: bool,
+    ) -> None:
+        self.template = template
+        self._capacity = capacity
+        self._domain_of = domain_of
+        self._name_of = name_of
+        self.one_per_node = one_per_node
+        self.node_cap: dict[str, int] = {}
+        self.node_domain: dict[str, str] = {}
+        self.members: dict[str, set[str]] = {}
+        self.room: dict[str, int] = {}
+        self._sorted: list[tuple[int, str]] = []
+        self.cursor = 0
+
+    def _cap(self, n: N) -> int:
+        c = self._capacity(self.template, n)
+        return 1 if self.one_per_node and c > 1 else c
+
+    def _set_node(self, name: str, n: N | None) -> set[str]:
+        """Update one node; return the domains whose room changed."""
+        touched: set[str] = set()
+        old_d = self.node_domain.pop(name, None)
+        old_c = self.node_cap.pop(name, 0)
+        if old_d is not None:
+            self.members[old_d].discard(name)
+            self.room[old_d] -= old_c
+            touched.add(old_d)
+            if not self.members[old_d]:
+                del self.members[old_d]
+        if n is not None:
+            d = self._domain_of(n)
+            if d:
+                c = self._cap(n)
+                self.node_domain[name] = d
+                self.node_cap[name] = c
+                self.members.setdefault(d, set()).add(name)
+                self.room[d] = self.room.get(d, 0) + c
+                touched.add(d)
+        return touched
+
+    def rebuild(self, nodes: Sequence[N]) -> None:
+        self.node_cap.clear()
+        self.node_domain.clear()
+        self.members.clear()
+        self.room = {}
+        for n in nodes:
+            self._set_node(self._name_of(n), n)
+        self._resort()
+
+    def refresh(self, changed: dict[str, N | None]) -> None:
+        """Apply changed nodes (name -> node, or None when the node is gone); O(changes x log D)."""
+        before: dict[str, int | None] = {}
+        for name, n in changed.items():
+            for d in (self.node_domain.get(name), self._domain_of(n) if n is not None else None):
+                if d and d not in before:
+                    before[d] = self.room.get(d) if d in self.members else None
+            self._set_node(name, n)
+        srt = self._sorted
+        for d, old in before.items():
+            if old is not None:
+                i = bisect.bisect_left(srt, (old, d))
+                if i < len(srt) and srt[i] == (old, d):
+                    del srt[i]
+            if d in self.members:
+                bisect.insort(srt, (self.room[d], d))
+            else:
+                self.room.pop(d, None)
+
+    def _resort(self) -> None:
+        self._sorted = sorted((r, d) for d, r in self.room.items())
+
+    def best_fit(self, need: int, excluded: Callable[[str], bool]) -> str | None:
+        """The domain with the least room ``>= need`` that is not ``excluded``; ties by name."""
+        if need <= 0:
+            return None
+        for r, d in self._sorted[bisect.bisect_left(self._sorted, (need, "")) :]:
+            if r >= need and not excluded(d):
+                return d
+        return None

@@ -21,7 +21,7 @@ Status messages, metric label values and V(4) log events are the documented ones
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,11 +55,14 @@ from ome_scheduler.metrics import Metrics
 from ome_scheduler.plugins.gangpack.args import ArgsError, GangPackArgs, parse_args
 from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, template_signature
 from ome_scheduler.plugins.gangpack.pins import Commitment, PinStore
-from ome_scheduler.plugins.gangpack.placement import DomainPlan, GangPlanner, best_fit, group_by_domain
+from ome_scheduler.plugins.gangpack.placement import DomainPlan, GangPlanner, RoomIndex, best_fit, group_by_domain
 from ome_scheduler.util.timestamps import parse_rfc3339
 
 NAME = "OMEGangPack"
 PIN_KEY = "gangpack.pin"
+RESERVED_NODE = "node is reserved for a forming gang"
+MAX_INDEXES = 16
+"""Room indexes kept (one per topology key and member shape), least recently used dropped."""
 PACK_KEY = "gangpack.domainpack"
 
 log = get_logger()
@@ -123,6 +126,10 @@ class OMEGangPack(
     PostBindPlugin,
 ):
     name = NAME
+    node_local_filter = True
+    """Standalone pods' Filter reads only the node and the holds (``cache_token``); a gang
+    member's Filter reads its cycle pin, and a pinned member never uses the equivalence cache
+    because its PreFilter narrows the nodes."""
 
     def __init__(self, args: GangPackArgs, handle: Handle, metrics: Metrics) -> None:
         self.args = args
@@ -134,6 +141,7 @@ class OMEGangPack(
         self.templates_incomplete: set[str] = set()
         self.failed: dict[tuple[str, str], set[tuple[str, str]]] = {}
         self.binds: dict[str, list[float]] = {}
+        self.indexes: dict[tuple[str, Any, bool], RoomIndex[PodInfo, NodeInfo]] = {}
         self.shapes: dict[str, PodInfo] = {}
         """The last gang member planned per topology key: the shape the domain gauges count in."""
         self._pin_metric = {
@@ -257,7 +265,12 @@ class OMEGangPack(
     def pin_gang(
         self, state: CycleState, pod: PodInfo, info: GangInfo, nodes: Sequence[NodeInfo]
     ) -> tuple[set[str] | None, Status | None]:
-        """Spec §3.7, with room counted in members (rule 1)."""
+        """Spec §3.7, with room counted in members (rule 1).
+
+        Work is proportional to the gang and to the nodes that changed since the last plan:
+        placed members come from the cache's per-gang index, and a homogeneous gang's fresh
+        choice bisects a per-shape :class:`RoomIndex` instead of scanning every node.
+        """
         key, tk = info.key, info.topology_key
         c = self.store.get(key)
         if c is not None and c.owner != info.uid:
@@ -276,26 +289,22 @@ class OMEGangPack(
                 return None, Status.unschedulable(f"released commitment after topology key changed for {key}")
             c = None
 
-        # §3.2 placement scan over bound and assumed pods.
-        count = 0
-        placed: set[str] = set()
+        # §3.2 placement scan: bound and assumed pods of this gang.
+        # Members on a node that left the snapshot are not placed (the snapshot has no such node).
+        placed_pods = [(p, n) for p, n in self.handle.placed_members(info.namespace, info.name) if n is not None]
+        count = len(placed_pods)
+        placed = {p.name for p, _ in placed_pods}
         placed_domain = ""
         split = False
         seen_domains: set[str] = set()
-        for n in nodes:
-            for ep in n.pods.values():
-                if ep.gang == info.name and ep.namespace == info.namespace:
-                    count += 1
-                    placed.add(ep.name)
-                    d = n.labels.get(tk, "")
-                    if not d:
-                        split = True
-                    else:
-                        placed_domain = d
-                        seen_domains.add(d)
-        if len(seen_domains) > 1:
-            split = True
-        if split:
+        for _, n in placed_pods:
+            d = n.labels.get(tk, "")
+            if not d:
+                split = True
+            else:
+                placed_domain = d
+                seen_domains.add(d)
+        if split or len(seen_domains) > 1:
             return None, Status.unresolvable(f"gang {key} already has members in multiple topology domains")
 
         # §3.3 templates.
@@ -313,38 +322,42 @@ class OMEGangPack(
                 log.info("gangpack.templates.complete", v=4, gang=key, members=len(templates), need=need)
 
         # §9 sibling-affinity yield.
-        sib = self._sibling_to_wait_for(pod, templates[1:], nodes, placed, info)
+        sib = self._sibling_to_wait_for(pod, templates[1:], [p.pod for p, _ in placed_pods])
         if sib is not None:
             log.info("gangpack.pinGang.sibling_wait", v=4, gang=key, sibling=sib.key)
             return None, Status.unschedulable(f"waiting for gang sibling {sib.key} to be placed")
 
+        opn = one_per_node(templates)
         self.shapes[tk] = pod
         planner: GangPlanner[PodInfo, NodeInfo] = GangPlanner(
-            templates,
-            need,
-            member_capacity,
-            one_per_node=one_per_node(templates),
-            signature=template_signature,
+            templates, need, member_capacity, one_per_node=opn, signature=template_signature
         )
+        index = self._room_index(tk, pod, opn) if planner.homogeneous else None
         pinned_domain = c.domain[1] if c is not None else ""
+        plans: dict[str, DomainPlan[NodeInfo]] = {}
 
-        def plan_over(pool: Sequence[NodeInfo]) -> dict[str, DomainPlan[NodeInfo]]:
-            by = group_by_domain(pool, lambda n: n.labels.get(tk, ""))
-            return {d: planner.plan_domain(d, ns_) for d, ns_ in by.items()}
-
-        if c is not None:
-            pool = [n for n in nodes if n.labels.get(tk, "") == pinned_domain]
-        elif count > 0:
-            pool = [n for n in nodes if n.labels.get(tk, "") == placed_domain]
-        else:
-            pool = list(nodes)
-        plans = plan_over(pool)
+        def plan(d: str) -> DomainPlan[NodeInfo] | None:
+            if d not in plans:
+                ns_ = self._domain_nodes(tk, d, nodes, index)
+                if not ns_:
+                    return None
+                plans[d] = planner.plan_domain(d, ns_)
+            return plans[d]
 
         def room_of(d: str) -> int:
-            p = plans.get(d)
+            p = plan(d) if d else None
             return p.room if p is not None and p.joinable else 0
 
+        def all_rooms() -> dict[str, int]:
+            if index is not None:
+                return {d: (r if r >= need else 0) for d, r in sorted(index.room.items())}
+            by = group_by_domain(nodes, lambda n: n.labels.get(tk, ""))
+            for d, ns_ in by.items():
+                plans.setdefault(d, planner.plan_domain(d, ns_))
+            return {d: room_of(d) for d in sorted(by)}
+
         if enabled(4):
+            focus = pinned_domain or placed_domain
             log.info(
                 "gangpack.pinGang.enter",
                 v=4,
@@ -353,20 +366,18 @@ class OMEGangPack(
                 topologyKey=tk,
                 pinned=c is not None,
                 pinnedDomain=pinned_domain,
-                nodesInPinnedDomain=len(pool) if c is not None else 0,
+                nodesInPinnedDomain=len(self._domain_nodes(tk, pinned_domain, nodes, index)) if c is not None else 0,
                 boundDomain=placed_domain,
                 boundCount=count,
                 freePinnedDomain=room_of(pinned_domain) if c is not None else 0,
-                freeByDomain={d: room_of(d) for d in sorted(plans)},
+                freeByDomain={focus: room_of(focus)} if focus else all_rooms(),
             )
 
-        if c is not None and (pinned_domain not in plans or (count == 0 and room_of(pinned_domain) < need)):
+        if c is not None and (plan(pinned_domain) is None or (count == 0 and room_of(pinned_domain) < need)):
             self._release(key, info.uid, c.token, None, mark_failed=False, unwind=False)
             self._pin_metric["stale_replan"].inc()
             log.info("gangpack.pinGang.stale_replan", v=4, gang=key, releasedDomain=pinned_domain)
             c = None
-            pool = list(nodes)
-            plans = plan_over(pool)
 
         if c is not None and count > 0 and room_of(pinned_domain) < need:
             msg = f"pinned domain {pinned_domain} cannot fit all remaining gang members {key}"
@@ -381,7 +392,7 @@ class OMEGangPack(
                     tk,
                     placed_domain,
                     max(0, info.min_member - count),
-                    [n.name for n in nodes if n.labels.get(tk, "") == placed_domain],
+                    [n.name for n in self._domain_nodes(tk, placed_domain, nodes, index)],
                 )
                 self._pin_metric["adopted"].inc()
                 self._set_gauge()
@@ -390,36 +401,95 @@ class OMEGangPack(
                     log.info("gangpack.pinGang.no_fit", v=4, gang=key, status=msg)
                     return None, Status.unschedulable(msg)
             else:
-                chosen, status = self._choose(info, need, plans, pod)
+                chosen, status = self._choose(info, need, pod, nodes, index, all_rooms, plan)
                 if status is not None:
                     log.info("gangpack.pinGang.no_fit", v=4, gang=key, status=status.message())
                     return None, status
                 assert chosen is not None
                 c = chosen
         domain = c.domain[1]
-        plan = plans.get(domain)
-        cands = planner.candidates(plan) if plan is not None else []
+        p = plan(domain)
+        cands = planner.candidates(p) if p is not None else []
         if not cands:
             return None, Status.unschedulable(f"pinned domain {domain} has no node feasible for gang member {key}")
         state.write(PIN_KEY, CyclePin(domain, tk, info, c.token))
         log.info("gangpack.pinGang.result", v=4, gang=key, domain=domain, narrowedNodes=len(cands))
         return {n.name for n in cands}, None
 
+    def _room_index(self, tk: str, shape: PodInfo, opn: bool) -> RoomIndex[PodInfo, NodeInfo]:
+        """The per-(key, member shape) room index, brought up to date with the cache's changes."""
+        k = (tk, template_signature(shape), opn)
+        idx = self.indexes.pop(k, None)
+        if idx is None:
+            idx = RoomIndex(shape, member_capacity, lambda n: n.labels.get(tk, ""), lambda n: n.name, one_per_node=opn)
+        self.indexes[k] = idx  # most recently used last
+        while len(self.indexes) > MAX_INDEXES:
+            self.indexes.pop(next(iter(self.indexes)))
+        cursor, changed = self.handle.node_changes(idx.cursor)
+        if changed is None:
+            idx.rebuild(self.handle.node_infos())
+        elif changed:
+            idx.refresh({name: self.handle.get_node_info(name) for name in changed})
+        idx.cursor = cursor
+        return idx
+
+    def _domain_nodes(
+        self, tk: str, d: str, nodes: Sequence[NodeInfo], index: RoomIndex[PodInfo, NodeInfo] | None
+    ) -> list[NodeInfo]:
+        """The snapshot nodes of one domain (by the index when there is one, else a scan)."""
+        if not d:
+            return []
+        if index is not None:
+            out = [self.handle.get_node_info(n) for n in sorted(index.members.get(d, ()))]
+            return [n for n in out if n is not None]
+        return [n for n in nodes if n.labels.get(tk, "") == d]
+
     def _choose(
-        self, info: GangInfo, need: int, plans: dict[str, DomainPlan[NodeInfo]], pod: PodInfo
+        self,
+        info: GangInfo,
+        need: int,
+        pod: PodInfo,
+        nodes: Sequence[NodeInfo],
+        index: RoomIndex[PodInfo, NodeInfo] | None,
+        all_rooms: Callable[[], dict[str, int]],
+        plan: Callable[[str], DomainPlan[NodeInfo] | None],
     ) -> tuple[Commitment | None, Status | None]:
+        """A fresh pin: best fit (rule 2) skipping held domains, failed domains tried last."""
         key, tk = info.key, info.topology_key
-        room = {d: (p.room if p.joinable else 0) for d, p in plans.items()}
-        names = {d: [n.name for n in p.nodes] for d, p in plans.items()}
-        eff = self.store.effective_room(tk, room, names)
+        store = self.store
         failed = self.failed.get((key, info.uid), set())
-        first = {d: r for d, r in eff.items() if (tk, d) not in failed}
-        d = best_fit(first, need)
-        if d is None and len(first) != len(eff):
-            self.failed.pop((key, info.uid), None)
-            d = best_fit(eff, need)
+
+        def held(d: str) -> bool:
+            if store.reserved.get((tk, d), 0) > 0:
+                return True
+            if store.reserved_nodes:
+                members = (
+                    index.members.get(d, ())
+                    if index is not None
+                    else [n.name for n in self._domain_nodes(tk, d, nodes, None)]
+                )
+                return any(store.reserved_nodes.get(n, 0) > 0 for n in members)
+            return False
+
+        if index is not None:
+            d = index.best_fit(need, lambda x: held(x) or (tk, x) in failed)
+            if d is None and failed:
+                self.failed.pop((key, info.uid), None)
+                d = index.best_fit(need, held)
+            fits_unheld = index.best_fit(need, lambda x: False) is not None if d is None else True
+            if d is not None and (p := plan(d)) is not None and not p.joinable:
+                d = None
+        else:
+            room = all_rooms()
+            eff = {x: (0 if held(x) else r) for x, r in room.items()}
+            first = {x: r for x, r in eff.items() if (tk, x) not in failed}
+            d = best_fit(first, need)
+            if d is None and len(first) != len(eff):
+                self.failed.pop((key, info.uid), None)
+                d = best_fit(eff, need)
+            fits_unheld = best_fit(room, need) is not None
         if d is None:
-            if best_fit(room, need) is not None:
+            if fits_unheld:
                 self._pin_metric["reserved"].inc()
                 self.blocked[_pod_key(pod)] = pod.pod  # woken when a hold drains or is released
                 return None, Status.unschedulable(
@@ -427,26 +497,23 @@ class OMEGangPack(
                 )
             self._pin_metric["no_fit"].inc()
             return None, Status.unschedulable(f"no domain has room for gang {key}")
-        c = self.store.choose(key, info.uid, tk, d, names[d], need)
+        members = [n.name for n in self._domain_nodes(tk, d, nodes, index)]
+        c = store.choose(key, info.uid, tk, d, members, need)
         self._pin_metric["pinned"].inc()
         self._set_gauge()
         return c, None
 
-    def _sibling_to_wait_for(
-        self, pod: PodInfo, siblings: Sequence[PodInfo], nodes: Sequence[NodeInfo], placed: set[str], info: GangInfo
-    ) -> PodInfo | None:
+    def _sibling_to_wait_for(self, pod: PodInfo, siblings: Sequence[PodInfo], placed: Sequence[Pod]) -> PodInfo | None:
+        """§9: the first unplaced sibling a required pod-affinity term of ``pod`` waits for."""
         terms = pod.required_affinity_terms
         if not terms:
             return None
         ns = self.handle.namespace(pod.namespace)
         ns_labels = dict(ns.metadata.labels) if ns is not None else {}
-        placed_pods = [
-            ep.pod for n in nodes for ep in n.pods.values() if ep.namespace == info.namespace and ep.name in placed
-        ]
         for t in terms:
             if t.matches(pod.pod, ns_labels):
                 continue
-            if any(t.matches(p, ns_labels) for p in placed_pods):
+            if any(t.matches(p, ns_labels) for p in placed):
                 continue
             for s in siblings:
                 if not same_pod(s.pod, pod.pod) and t.matches(s.pod, ns_labels):
@@ -474,13 +541,18 @@ class OMEGangPack(
             return None
         if self.store.reserved_nodes or self.store.by_group:
             if self.store.blocks_node(node.name, node.labels):
-                self.blocked[_pod_key(pod)] = pod.pod
-                return Status.unresolvable("node is reserved for a forming gang")
+                return Status.unresolvable(RESERVED_NODE)
         return None
+
+    def cache_token(self, state: CycleState, pod: PodInfo) -> int:
+        """The holds' version: a standalone pod's Filter answers change only with it."""
+        return self.store.version
 
     def post_filter(self, state: CycleState, pod: PodInfo, statuses: NodeToStatus) -> Status | None:
         pin: CyclePin | None = state.get(PIN_KEY)
         if pin is None:
+            if not pod.gang and any(RESERVED_NODE in st.reasons for st in statuses.statuses.values()):
+                self.blocked[_pod_key(pod)] = pod.pod  # parked by a hold: woken when it drains or is released
             return Status.unschedulable()
         if self._release(pin.gang.key, pin.gang.uid, pin.token, pod, mark_failed=True):
             return Status.unschedulable("gang reservation released after all candidate nodes were filtered")

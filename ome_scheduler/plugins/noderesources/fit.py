@@ -120,6 +120,8 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
     """Arguments: ``ignoredResources``, ``ignoredResourceGroups``, ``scoringStrategy``."""
 
     name = "NodeResourcesFit"
+    node_local_filter = True
+    node_local_score = True
 
     def __init__(
         self,

@@ -1,0 +1,201 @@
+"""Differential test: ome-scheduler against the stock kube-scheduler 1.35 on generated cases.
+
+``OME_PARITY_SEED`` (default below) picks the case stream and ``OME_PARITY_CASES`` (default
+300) how many cases run; ``OME_PARITY_BATCH`` sets how many cases share the cluster at once.
+A failure prints the seed, every mismatching case (pod, nodes, existing pods) and writes the
+same report to ``<cluster state dir>/parity-report.txt``. See ``e2e/parity_harness.py`` for
+the design.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from e2e.cluster import Cluster
+from e2e.helpers import Api, SchedulerProcess, chart_config
+from e2e.parity_gen import CASE_LABEL, Case, VolumeSpec, generate
+from e2e.parity_harness import OME_PROFILE, CaseResult, KubeSchedulerProcess, ParityRunner, coverage, write_report
+
+DEFAULT_SEED = 135_4
+SEED = int(os.environ.get("OME_PARITY_SEED", DEFAULT_SEED))
+CASES = int(os.environ.get("OME_PARITY_CASES", 300))
+BATCH = int(os.environ.get("OME_PARITY_BATCH", 25))
+
+
+@pytest.fixture(scope="module")
+def api(cluster: Cluster) -> Iterator[Api]:
+    a = Api(cluster)
+    yield a
+    a.close()
+
+
+@pytest.fixture(scope="module")
+def kube(cluster: Cluster) -> Iterator[KubeSchedulerProcess]:
+    with KubeSchedulerProcess(cluster) as k:
+        yield k
+
+
+@pytest.fixture(scope="module")
+def ome(cluster: Cluster) -> Iterator[SchedulerProcess]:
+    with SchedulerProcess(cluster, chart_config(scheduler_name=OME_PROFILE), name="parity-ome", v=2) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def runner(api: Api, kube: KubeSchedulerProcess, ome: SchedulerProcess) -> Iterator[ParityRunner]:
+    r = ParityRunner(api)
+    r.ensure_runtime_class()
+    yield r
+    r.close()
+
+
+def test_generated_cases_match_kube_scheduler(cluster: Cluster, runner: ParityRunner) -> None:
+    run = uuid.uuid4().hex[:4]
+    cases = generate(SEED, CASES, run)
+    results: list[CaseResult] = []
+    start = time.monotonic()
+    for i in range(0, len(cases), BATCH):
+        results.extend(runner.run_batch(cases[i : i + BATCH], upcoming=cases[i + BATCH : i + 2 * BATCH]))
+    elapsed = time.monotonic() - start
+    bad = [r for r in results if r.problems]
+    bound = sum(1 for r in results if r.kube.bound)
+    gated = sum(1 for r in results if r.case.gated)
+    header = (
+        f"parity: seed={SEED} cases={len(results)} mismatches={len(bad)} kube-bound={bound} gated={gated} "
+        f"in {elapsed:.1f} s ({', '.join(f'{k} {v:.1f} s' for k, v in sorted(runner.timings.items()))})"
+    )
+    print(header)
+    print(coverage(results))
+    report = cluster.state_dir / "parity-report.txt"
+    write_report(report, results, header + "\n" + coverage(results))
+    if bad:
+        shown = "\n\n".join(r.describe() for r in bad[:10])
+        pytest.fail(
+            f"{len(bad)} of {len(results)} cases differ (OME_PARITY_SEED={SEED}; full report {report}):\n\n{shown}"
+        )
+
+
+def test_gated_pod_gets_no_event_from_either_scheduler(runner: ParityRunner) -> None:
+    """A pod with scheduling gates is not attempted by either scheduler (no event, no
+    binding); once the gate is removed both schedule it."""
+    cid = f"pg{uuid.uuid4().hex[:6]}"
+    case = Case(id=cid, index=0)
+    case.namespaces = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"{cid}-a", "labels": {CASE_LABEL: cid}}}
+    ]
+    case.nodes = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": f"{cid}-n{i}", "labels": {CASE_LABEL: cid, "kubernetes.io/hostname": f"{cid}-n{i}"}},
+            "spec": {"taints": []},
+            "status": {
+                "capacity": {"cpu": "4", "memory": "8Gi", "pods": "10"},
+                "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"},
+            },
+        }
+        for i in range(2)
+    ]
+    case.pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"namespace": f"{cid}-a", "labels": {"app": "gated"}},
+        "spec": {
+            "nodeSelector": {CASE_LABEL: cid},
+            "schedulingGates": [{"name": "parity.ome.io/hold"}, {"name": "parity.ome.io/second"}],
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
+        },
+    }
+    [result] = runner.run_batch([case])
+    assert not result.kube.gated_events and not result.ome.gated_events
+    assert result.kube.bound and result.ome.bound, result.problems
+    assert not result.problems, result.problems
+
+
+def test_wait_for_first_consumer_claim_binds_to_a_local_pv(api: Api, runner: ParityRunner) -> None:
+    """VolumeBinding end to end: the pod goes to the only node with a fitting local PV, PreBind
+    binds the claim to it (the PV controller completes the binding), then the pod binds."""
+    cid = f"pw{uuid.uuid4().hex[:6]}"
+    case = Case(id=cid, index=0)
+    case.namespaces = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"{cid}-a", "labels": {CASE_LABEL: cid}}}
+    ]
+    res = {"cpu": "4", "memory": "8Gi", "pods": "10"}
+    case.nodes = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": f"{cid}-n{i}", "labels": {CASE_LABEL: cid, "kubernetes.io/hostname": f"{cid}-n{i}"}},
+            "spec": {"taints": []},
+            "status": {"capacity": res, "allocatable": res},
+        }
+        for i in range(3)
+    ]
+    vs = VolumeSpec(cid)
+    vs.classes = [
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": "wffc"},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        }
+    ]
+    for j, (host, size) in enumerate([(f"{cid}-n0", "1Gi"), (f"{cid}-n2", "5Gi")]):
+        vs.pvs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": f"pv{j}"},
+                "spec": {
+                    "capacity": {"storage": size},
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": "wffc",
+                    "hostPath": {"path": f"/tmp/{cid}/{j}"},
+                    "nodeAffinity": {
+                        "required": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "kubernetes.io/hostname", "operator": "In", "values": [host]}
+                                    ]
+                                }
+                            ]
+                        }
+                    },
+                },
+            }
+        )
+    vs.pvcs = [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "wffc",
+                "resources": {"requests": {"storage": "2Gi"}},
+            },
+        }
+    ]
+    case.volumes = vs
+    case.pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"namespace": f"{cid}-a", "labels": {"app": "db"}},
+        "spec": {
+            "nodeSelector": {CASE_LABEL: cid},
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
+            "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}],
+        },
+    }
+    [result] = runner.run_batch([case])
+    assert not result.problems, result.problems
+    assert result.kube.node == result.ome.node == f"{cid}-n2"
+    claim = api.try_get(f"/api/v1/namespaces/{cid}-vo/persistentvolumeclaims/data")
+    assert claim is None or claim["spec"].get("volumeName") == f"{cid}-pv1-o"

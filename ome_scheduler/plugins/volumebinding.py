@@ -1,0 +1,492 @@
+"""VolumeBinding: pods with PersistentVolumeClaims go where their volumes can be.
+
+Mirrors ``pkg/scheduler/framework/plugins/volumebinding/{volume_binding,binder}.go``:
+
+* PreFilter skips pods without PVCs (generic ephemeral volumes count, as ``<pod>-<volume>``);
+  a missing claim (``persistentvolumeclaim "x" not found``), a claim being deleted, a Lost claim
+  or an ephemeral claim the pod does not own is UnschedulableAndUnresolvable, and so is any
+  unbound claim that is not WaitForFirstConsumer (``pod has unbound immediate
+  PersistentVolumeClaims``).
+* Filter, per node: bound claims' PVs must exist and their node affinity must match the node
+  labels; unbound WaitForFirstConsumer claims need a matching available PV (smallest first)
+  or a class that can provision there (a provisioner other than
+  ``kubernetes.io/no-provisioner`` and matching ``allowedTopologies``); a claim already
+  annotated with another selected node rules the node out. Failures are
+  UnschedulableAndUnresolvable with ``node(s) didn't match PersistentVolume's node affinity``,
+  ``node(s) didn't find available persistent volumes to bind`` or ``node(s) unavailable due
+  to one or more pvc(s) bound to non-existent pv(s)``.
+* Reserve assumes the chosen PVs bound (claimRef) and claims to provision annotated with
+  ``volume.kubernetes.io/selected-node``; Unreserve reverts. PreBind writes those changes to
+  the API server and waits (1 s polls, ``bindTimeoutSeconds``, default 600) until every claim
+  is bound by the PV controller.
+
+Deviations: CSIStorageCapacity is not consulted (provisioning is assumed to have room), in-tree
+PVs are not translated to CSI, and there is no volume score (StorageCapacityScoring is alpha).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import msgspec
+
+from ome_scheduler.framework.events import (
+    PERSISTENT_VOLUME,
+    PERSISTENT_VOLUME_CLAIM,
+    STORAGE_CLASS,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+)
+from ome_scheduler.framework.interface import (
+    CycleState,
+    FilterPlugin,
+    Handle,
+    PreBindPlugin,
+    PreFilterPlugin,
+    ReservePlugin,
+)
+from ome_scheduler.framework.runtime import ConfigError, FrameworkOptions
+from ome_scheduler.framework.status import Code, Status
+from ome_scheduler.framework.types import NodeInfo, PodInfo
+from ome_scheduler.kube.objects import ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod
+from ome_scheduler.plugins.volumestore import (
+    ANN_BOUND_BY_CONTROLLER,
+    ANN_SELECTED_NODE,
+    NOT_SUPPORTED_PROVISIONER,
+    VolumeStore,
+    claim_class,
+    claim_request,
+    find_matching_volume,
+    is_pvc_fully_bound,
+    is_volume_bound_to_claim,
+    pv_node_affinity_matches,
+)
+from ome_scheduler.util.labels import Requirement, Selector
+
+ERR_REASON_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
+ERR_REASON_NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
+ERR_REASON_NOT_ENOUGH_SPACE = "node(s) did not have enough free storage"
+ERR_REASON_PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
+ERR_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
+_STATE = "VolumeBinding"
+
+
+class VolumeHandle(Protocol):
+    """The handle methods the volume plugins need besides :class:`Handle`."""
+
+    def volume_store(self) -> VolumeStore:
+        """The PV, PVC and StorageClass cache (``Scheduler.volume_store``)."""
+        ...
+
+
+class ApiWriter(Protocol):
+    """What PreBind needs of the API client (``KubeClient``)."""
+
+    async def patch(self, path: str, body: Any, content_type: str = ..., **kw: Any) -> bytes:
+        """JSON merge PATCH of ``path``; raises on API errors."""
+        ...
+
+
+def store_of(handle: Handle) -> VolumeStore:
+    """The handle's VolumeStore, or an empty one when the handle has none (unit tests)."""
+    fn = getattr(handle, "volume_store", None)
+    if fn is None:
+        return VolumeStore()
+    vs: VolumeStore = fn()
+    return vs
+
+
+def pod_claim_names(pod: Pod) -> list[tuple[str, bool]]:
+    """(claim name, is generic ephemeral) for every PVC-backed volume, in volume order."""
+    out = []
+    for v in pod.spec.volumes:
+        if v.persistent_volume_claim is not None:
+            out.append((v.persistent_volume_claim.claim_name, False))
+        elif v.ephemeral is not None:
+            out.append((f"{pod.metadata.name}-{v.name}", True))
+    return out
+
+
+def ephemeral_owned_by(pod: Pod, pvc: PersistentVolumeClaim) -> str:
+    """``ephemeral.VolumeIsForPod``: "" when the pod controls the claim, else the error."""
+    for ref in pvc.metadata.owner_references:
+        if ref.controller and ref.uid == pod.metadata.uid:
+            return ""
+    md, pmd = pvc.metadata, pod.metadata
+    return f"PVC {md.namespace}/{md.name} was not created for pod {pmd.namespace}/{pmd.name} (pod is not owner)"
+
+
+@dataclass
+class PodVolumes:
+    """``PodVolumes``: what binding the pod to one node would take."""
+
+    static_bindings: list[tuple[PersistentVolume, PersistentVolumeClaim]] = field(default_factory=list)
+    provisions: list[PersistentVolumeClaim] = field(default_factory=list)
+
+
+@dataclass
+class _State:
+    bound: list[PersistentVolumeClaim] = field(default_factory=list)
+    delay: list[PersistentVolumeClaim] = field(default_factory=list)
+    pvs_by_class: dict[str, list[PersistentVolume]] = field(default_factory=dict)
+    by_node: dict[str, PodVolumes] = field(default_factory=dict)
+    all_bound: bool = True
+
+
+def _topology_matches(sc_terms: Sequence[Any], labels: dict[str, str]) -> bool:
+    """``MatchTopologySelectorTerms``: no terms match all; an empty term matches nothing."""
+    if not sc_terms:
+        return True
+    for term in sc_terms:
+        if not term.match_label_expressions:
+            continue
+        sel = Selector([Requirement(e.key, "In", frozenset(e.values)) for e in term.match_label_expressions])
+        if sel.matches(labels):
+            return True
+    return False
+
+
+class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin):
+    """Arguments: ``bindTimeoutSeconds`` (default 600)."""
+
+    name = "VolumeBinding"
+
+    def __init__(self, handle: Handle, client: ApiWriter | None = None, bind_timeout: float = 600.0) -> None:
+        self.handle = handle
+        self.client = client
+        self.bind_timeout = bind_timeout
+
+    @classmethod
+    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> VolumeBinding:
+        """Validate ``VolumeBindingArgs`` (``bindTimeoutSeconds``) and build the plugin."""
+        args = dict(args or {})
+        timeout = args.pop("bindTimeoutSeconds", 600)
+        args.pop("shape", None)
+        if args:
+            raise ConfigError(f'strict decoding error: unknown field "{next(iter(args))}"')
+        if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 0:
+            raise ConfigError(
+                f"bindTimeoutSeconds: Invalid value: {timeout}: "
+                "invalid BindTimeoutSeconds, should not be a negative value"
+            )
+        return cls(handle, options.extra.get("binder"), float(timeout))
+
+    @property
+    def store(self) -> VolumeStore:
+        """The VolumeStore of the handle."""
+        return store_of(self.handle)
+
+    # ---- PreFilter ----------------------------------------------------------------------
+
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> tuple[set[str] | None, Status | None]:
+        """``PreFilter``: look the claims up and sort them into bound and delayed ones."""
+        names = pod_claim_names(pod.pod)
+        if not names:
+            state.write(_STATE, _State())
+            return None, Status(Code.SKIP)
+        vs = self.store
+        s = _State()
+        immediate = False
+        claims: list[PersistentVolumeClaim] = []
+        for claim_name, ephemeral in names:
+            pvc = vs.pvc(pod.namespace, claim_name)
+            if pvc is None:
+                if ephemeral:
+                    return None, Status.unresolvable(
+                        f'waiting for ephemeral volume controller to create the persistentvolumeclaim "{claim_name}"'
+                    )
+                return None, Status.unresolvable(f'persistentvolumeclaim "{claim_name}" not found')
+            if pvc.status.phase == "Lost":
+                return None, Status.unresolvable(
+                    f'persistentvolumeclaim "{pvc.metadata.name}" bound to non-existent persistentvolume '
+                    f'"{pvc.spec.volume_name}"'
+                )
+            if pvc.metadata.deletion_timestamp is not None:
+                return None, Status.unresolvable(f'persistentvolumeclaim "{pvc.metadata.name}" is being deleted')
+            if ephemeral:
+                err = ephemeral_owned_by(pod.pod, pvc)
+                if err:
+                    return None, Status.unresolvable(err)
+            claims.append(pvc)
+        for pvc in claims:
+            if is_pvc_fully_bound(pvc):
+                s.bound.append(pvc)
+                continue
+            try:
+                delay = vs.is_delay_binding(pvc)
+            except ValueError as exc:
+                return None, Status.as_error(exc)
+            if delay and not pvc.spec.volume_name:
+                s.delay.append(pvc)
+            else:
+                immediate = True
+        if immediate:
+            return None, Status.unresolvable(ERR_UNBOUND_IMMEDIATE)
+        for pvc in s.delay:
+            cls = claim_class(pvc)
+            s.pvs_by_class[cls] = vs.pvs_of_class(cls)
+        state.write(_STATE, s)
+        return None, None
+
+    # ---- Filter -------------------------------------------------------------------------
+
+    def find_pod_volumes(self, s: _State, node: NodeInfo) -> tuple[PodVolumes, list[str]]:
+        """``FindPodVolumes``: (bindings for this node, conflict reasons).
+
+        Raises:
+            ValueError: a claim without a class or with an unknown class must be provisioned.
+        """
+        pv_out = PodVolumes()
+        bound_ok = unbound_ok = storage_ok = pvs_found = True
+        vs = self.store
+        labels = node.labels
+        for pvc in s.bound:
+            pv = vs.pv(pvc.spec.volume_name)
+            if pv is None:
+                pvs_found = False
+                break
+            if not pv_node_affinity_matches(pv, labels):
+                bound_ok = False
+                break
+        if s.delay:
+            to_match: list[PersistentVolumeClaim] = []
+            to_provision: list[PersistentVolumeClaim] = []
+            fast_fail = False
+            for pvc in s.delay:
+                sel = pvc.metadata.annotations.get(ANN_SELECTED_NODE)
+                if sel is not None:
+                    if sel != node.name:
+                        unbound_ok = False
+                        fast_fail = True
+                        break
+                    to_provision.append(pvc)
+                else:
+                    to_match.append(pvc)
+            if not fast_fail:
+                if to_match:
+                    chosen: dict[str, PersistentVolume] = {}
+                    for pvc in sorted(to_match, key=claim_request):
+                        pv = find_matching_volume(pvc, s.pvs_by_class.get(claim_class(pvc), []), labels, chosen, True)
+                        if pv is None:
+                            unbound_ok = False
+                            to_provision.append(pvc)
+                            continue
+                        chosen[pv.metadata.name] = pv
+                        pv_out.static_bindings.append((pv, pvc))
+                if to_provision:
+                    unbound_ok, storage_ok, provisions = self._check_provisions(to_provision, labels)
+                    pv_out.provisions = provisions
+        reasons = []
+        if not bound_ok:
+            reasons.append(ERR_REASON_NODE_CONFLICT)
+        if not unbound_ok:
+            reasons.append(ERR_REASON_BIND_CONFLICT)
+        if not storage_ok:
+            reasons.append(ERR_REASON_NOT_ENOUGH_SPACE)
+        if not pvs_found:
+            reasons.append(ERR_REASON_PV_NOT_EXIST)
+        return pv_out, reasons
+
+    def _check_provisions(
+        self, claims: Sequence[PersistentVolumeClaim], labels: dict[str, str]
+    ) -> tuple[bool, bool, list[PersistentVolumeClaim]]:
+        """``checkVolumeProvisions``: (provisionable, enough storage, claims to provision).
+
+        Raises:
+            ValueError: a claim without a class, or whose class does not exist.
+        """
+        vs = self.store
+        out: list[PersistentVolumeClaim] = []
+        for pvc in claims:
+            cls_name = claim_class(pvc)
+            if not cls_name:
+                raise ValueError(f'no class for claim "{pvc.metadata.namespace}/{pvc.metadata.name}"')
+            sc = vs.storage_class(cls_name)
+            if sc is None:
+                raise ValueError(f'failed to find storage class "{cls_name}"')
+            if not sc.provisioner or sc.provisioner == NOT_SUPPORTED_PROVISIONER:
+                return False, True, []
+            if not _topology_matches(sc.allowed_topologies, labels):
+                return False, True, []
+            out.append(pvc)
+        return True, True, out
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        """``Filter``: ``FindPodVolumes`` for this node; remember the bindings it would take."""
+        s: _State = state.read(_STATE)
+        try:
+            pv_out, reasons = self.find_pod_volumes(s, node)
+        except ValueError as exc:
+            return Status.as_error(exc)
+        if reasons:
+            return Status.unresolvable(*reasons)
+        s.by_node[node.name] = pv_out
+        return None
+
+    # ---- Reserve / Unreserve ------------------------------------------------------------
+
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
+        """``Reserve``: assume PVs bound and claims annotated for provisioning on ``node``."""
+        s: _State | None = state.get(_STATE)
+        if s is None:
+            return None
+        pv_out = s.by_node.get(node)
+        if pv_out is None:
+            s.all_bound = True
+            return None
+        vs = self.store
+        if all(
+            (pvc := vs.pvc(pod.namespace, name)) is not None and is_pvc_fully_bound(pvc)
+            for name, _ in pod_claim_names(pod.pod)
+        ):
+            s.all_bound = True
+            return None
+        s.all_bound = False
+        assumed_bindings = []
+        for pv, pvc in pv_out.static_bindings:
+            if is_volume_bound_to_claim(pv, pvc) and pv.spec.claim_ref is not None and pv.spec.claim_ref.uid:
+                new_pv = pv
+            else:
+                ref = ObjectReference(
+                    kind="PersistentVolumeClaim",
+                    namespace=pvc.metadata.namespace,
+                    name=pvc.metadata.name,
+                    uid=pvc.metadata.uid,
+                    api_version="v1",
+                    resource_version=pvc.metadata.resource_version,
+                )
+                ann = dict(pv.metadata.annotations)
+                if not is_volume_bound_to_claim(pv, pvc):
+                    ann.setdefault(ANN_BOUND_BY_CONTROLLER, "yes")
+                new_pv = msgspec.structs.replace(
+                    pv,
+                    metadata=msgspec.structs.replace(pv.metadata, annotations=ann),
+                    spec=msgspec.structs.replace(pv.spec, claim_ref=ref),
+                )
+                vs.assume_pv(new_pv)
+            assumed_bindings.append((new_pv, pvc))
+        provisions = []
+        for pvc in pv_out.provisions:
+            ann = {**pvc.metadata.annotations, ANN_SELECTED_NODE: node}
+            clone = msgspec.structs.replace(pvc, metadata=msgspec.structs.replace(pvc.metadata, annotations=ann))
+            vs.assume_pvc(clone)
+            provisions.append(clone)
+        pv_out.static_bindings = assumed_bindings
+        pv_out.provisions = provisions
+        return None
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        """``Unreserve``: restore what Reserve assumed."""
+        s: _State | None = state.get(_STATE)
+        if s is None:
+            return
+        pv_out = s.by_node.get(node)
+        if pv_out is None:
+            return
+        vs = self.store
+        for pv, _ in pv_out.static_bindings:
+            vs.restore_pv(pv.metadata.name)
+        for pvc in pv_out.provisions:
+            vs.restore_pvc(f"{pvc.metadata.namespace}/{pvc.metadata.name}")
+
+    # ---- PreBind ------------------------------------------------------------------------
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
+        """``PreBind``: write the bindings and provisioning requests, then wait until all claims are bound."""
+        s: _State | None = state.get(_STATE)
+        if s is None or s.all_bound:
+            return None
+        pv_out = s.by_node.get(node)
+        if pv_out is None:
+            return Status.as_error(RuntimeError(f'no pod volume found for node "{node}"'))
+        if self.client is None:
+            return Status.as_error(RuntimeError("VolumeBinding has no API client"))
+        try:
+            for pv, _ in pv_out.static_bindings:
+                ref = pv.spec.claim_ref
+                assert ref is not None
+                body = {
+                    "metadata": {
+                        "resourceVersion": pv.metadata.resource_version,
+                        "annotations": {ANN_BOUND_BY_CONTROLLER: pv.metadata.annotations.get(ANN_BOUND_BY_CONTROLLER)},
+                    },
+                    "spec": {"claimRef": msgspec.to_builtins(ref)},
+                }
+                await self.client.patch(f"/api/v1/persistentvolumes/{pv.metadata.name}", body)
+            for pvc in pv_out.provisions:
+                body = {
+                    "metadata": {
+                        "resourceVersion": pvc.metadata.resource_version,
+                        "annotations": {ANN_SELECTED_NODE: node},
+                    }
+                }
+                md = pvc.metadata
+                await self.client.patch(f"/api/v1/namespaces/{md.namespace}/persistentvolumeclaims/{md.name}", body)
+        except Exception as exc:
+            self.unreserve(state, pod, node)
+            return Status.as_error(exc)
+        deadline = time.monotonic() + self.bind_timeout
+        while True:
+            try:
+                if self._bindings_done(pod, node, pv_out):
+                    return None
+            except ValueError as exc:
+                return Status.as_error(RuntimeError(f"binding volumes: {exc}"))
+            if time.monotonic() >= deadline:
+                return Status.as_error(RuntimeError("binding volumes: context deadline exceeded"))
+            await asyncio.sleep(1.0)
+
+    def _bindings_done(self, pod: PodInfo, node: str, pv_out: PodVolumes) -> bool:
+        """``checkBindings``: True once every claim is bound; ValueError on a lost binding."""
+        vs = self.store
+        ni = self.handle.get_node_info(node)
+        labels = ni.labels if ni is not None else {}
+        for pv, pvc in pv_out.static_bindings:
+            cur_pv = vs.pv_api_object(pv.metadata.name)
+            cur_pvc = vs.pvc_api_object(pvc.metadata.namespace, pvc.metadata.name)
+            if cur_pv is None or cur_pvc is None:
+                raise ValueError("failed to check binding: object not found")
+            if not pv_node_affinity_matches(cur_pv, labels):
+                raise ValueError(f'pv "{cur_pv.metadata.name}" node affinity doesn\'t match node "{node}"')
+            if cur_pv.spec.claim_ref is None or not cur_pv.spec.claim_ref.uid:
+                return False
+            if not is_pvc_fully_bound(cur_pvc):
+                return False
+        for pvc in pv_out.provisions:
+            cur = vs.pvc_api_object(pvc.metadata.namespace, pvc.metadata.name)
+            if cur is None:
+                raise ValueError("failed to check provisioning pvc: not found")
+            if cur.metadata.annotations.get(ANN_SELECTED_NODE, node) != node:
+                raise ValueError(f'provisioning failed for PVC "{cur.metadata.name}"')
+            if cur.spec.volume_name:
+                cur_pv = vs.pv_api_object(cur.spec.volume_name)
+                if cur_pv is None:
+                    return False
+                if not pv_node_affinity_matches(cur_pv, labels):
+                    raise ValueError(f'pv "{cur_pv.metadata.name}" node affinity doesn\'t match node "{node}"')
+            if not is_pvc_fully_bound(cur):
+                return False
+        return True
+
+    # ---- queueing -----------------------------------------------------------------------
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """PVC, PV and StorageClass add/update, Node add/label changes, CSINode (not watched)."""
+        return [
+            ClusterEventWithHint(ClusterEvent(PERSISTENT_VOLUME_CLAIM, ActionType.ADD | ActionType.UPDATE), None),
+            ClusterEventWithHint(ClusterEvent(PERSISTENT_VOLUME, ActionType.ADD | ActionType.UPDATE), None),
+            ClusterEventWithHint(ClusterEvent(STORAGE_CLASS, ActionType.ADD | ActionType.UPDATE), None),
+            ClusterEventWithHint(ClusterEvent("Node", ActionType.ADD | ActionType.UPDATE_NODE_LABEL), None),
+        ]
+
+
+def claim_names_for_hint(pod: Pod) -> set[str]:
+    """Names of the pod's claims (for queueing hints of the other volume plugins)."""
+    return {n for n, _ in pod_claim_names(pod)}

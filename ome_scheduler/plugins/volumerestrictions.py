@@ -1,0 +1,168 @@
+"""VolumeRestrictions: volumes that cannot be shared between pods on one node or cluster-wide.
+
+Mirrors ``pkg/scheduler/framework/plugins/volumerestrictions/volume_restrictions.go``:
+
+* In-tree disks: a GCE PD (unless both read-only), an AWS EBS volume, an iSCSI IQN (unless
+  both read-only) or an RBD image (overlapping monitors, same pool and image, unless both
+  read-only) already used by a pod on the node rejects it with ``node(s) had no available
+  disk`` (Unschedulable).
+* ReadWriteOncePod claims: PreFilter looks every claim up (a missing one is
+  ``persistentvolumeclaim "x" not found``, UnschedulableAndUnresolvable, so later PreFilters
+  do not run); when a ReadWriteOncePod claim is already used by any pod in the cluster,
+  every node rejects with ``node(s) unavailable due to PersistentVolumeClaim with
+  ReadWriteOncePod access mode already in-use by another pod``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ome_scheduler.framework.events import (
+    PERSISTENT_VOLUME_CLAIM,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    QueueingHint,
+)
+from ome_scheduler.framework.interface import CycleState, FilterPlugin, Handle, PreFilterPlugin
+from ome_scheduler.framework.runtime import FrameworkOptions
+from ome_scheduler.framework.status import Code, Status
+from ome_scheduler.framework.types import NodeInfo, PodInfo
+from ome_scheduler.kube.objects import PersistentVolumeClaim, Pod, Volume
+from ome_scheduler.plugins.volumebinding import store_of
+
+ERR_REASON_DISK_CONFLICT = "node(s) had no available disk"
+ERR_REASON_RWOP_CONFLICT = (
+    "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by another pod"
+)
+_STATE = "PreFilterVolumeRestrictions"
+
+
+def _needs_check(v: Volume) -> bool:
+    return (
+        v.gce_persistent_disk is not None
+        or v.aws_elastic_block_store is not None
+        or v.rbd is not None
+        or v.iscsi is not None
+    )
+
+
+def is_volume_conflict(v: Volume, other: Pod) -> bool:
+    """``isVolumeConflict``: does ``v`` clash with a volume of ``other``?"""
+    for ev in other.spec.volumes:
+        a, b = v.gce_persistent_disk, ev.gce_persistent_disk
+        if a is not None and b is not None:
+            if a.get("pdName") == b.get("pdName") and not (a.get("readOnly") and b.get("readOnly")):
+                return True
+        a, b = v.aws_elastic_block_store, ev.aws_elastic_block_store
+        if a is not None and b is not None and a.get("volumeID") == b.get("volumeID"):
+            return True
+        a, b = v.iscsi, ev.iscsi
+        if a is not None and b is not None:
+            if a.get("iqn") == b.get("iqn") and not (a.get("readOnly") and b.get("readOnly")):
+                return True
+        a, b = v.rbd, ev.rbd
+        if a is not None and b is not None:
+            overlap = bool(set(a.get("monitors") or []) & set(b.get("monitors") or []))
+            if (
+                overlap
+                and a.get("pool", "") == b.get("pool", "")
+                and a.get("image") == b.get("image")
+                and not (a.get("readOnly") and b.get("readOnly"))
+            ):
+                return True
+    return False
+
+
+def satisfies_volume_conflicts(pod: Pod, node: NodeInfo) -> bool:
+    """``satisfyVolumeConflicts``."""
+    for v in pod.spec.volumes:
+        if not _needs_check(v):
+            continue
+        for ep in node.pods.values():
+            if is_volume_conflict(v, ep.pod):
+                return False
+    return True
+
+
+class VolumeRestrictions(PreFilterPlugin, FilterPlugin):
+    """No arguments."""
+
+    name = "VolumeRestrictions"
+
+    def __init__(self, handle: Handle) -> None:
+        self.handle = handle
+
+    @classmethod
+    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> VolumeRestrictions:
+        """Build the plugin (no arguments)."""
+        return cls(handle)
+
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> tuple[set[str] | None, Status | None]:
+        """``PreFilter``: claims must exist; count ReadWriteOncePod claims already in use.
+
+        Skip when there is nothing to check."""
+        spec = pod.pod.spec
+        needs_check = any(_needs_check(v) for v in spec.volumes)
+        vs = store_of(self.handle)
+        rwop: set[str] = set()
+        for v in spec.volumes:
+            if v.persistent_volume_claim is None:
+                continue
+            name = v.persistent_volume_claim.claim_name
+            pvc: PersistentVolumeClaim | None = vs.pvc(pod.namespace, name)
+            if pvc is None:
+                return None, Status.unresolvable(f'persistentvolumeclaim "{name}" not found')
+            if "ReadWriteOncePod" in pvc.spec.access_modes:
+                rwop.add(pvc.metadata.name)
+        conflicts = 0
+        if rwop:
+            used = {k for n in self.handle.node_infos() for k in n.pvc_ref_counts}
+            conflicts = sum(1 for name in rwop if f"{pod.namespace}/{name}" in used)
+        if not needs_check and conflicts == 0:
+            return None, Status(Code.SKIP)
+        state.write(_STATE, conflicts)
+        return None, None
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        """``Filter``: in-tree disk conflicts on the node, then ReadWriteOncePod conflicts anywhere."""
+        if not satisfies_volume_conflicts(pod.pod, node):
+            return Status.unschedulable(ERR_REASON_DISK_CONFLICT)
+        conflicts = state.get(_STATE)
+        if conflicts:
+            return Status.unschedulable(ERR_REASON_RWOP_CONFLICT)
+        return None
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """Pod delete, Node add and PVC add, with upstream's hints."""
+        return [
+            ClusterEventWithHint(ClusterEvent("Pod", ActionType.DELETE), self._after_pod_deleted),
+            ClusterEventWithHint(ClusterEvent("Node", ActionType.ADD), None),
+            ClusterEventWithHint(ClusterEvent(PERSISTENT_VOLUME_CLAIM, ActionType.ADD), self._after_pvc_added),
+        ]
+
+    @staticmethod
+    def _after_pvc_added(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        if not isinstance(new, PersistentVolumeClaim) or new.metadata.namespace != pod.metadata.namespace:
+            return QueueingHint.QUEUE_SKIP
+        for v in pod.spec.volumes:
+            if v.persistent_volume_claim is not None and v.persistent_volume_claim.claim_name == new.metadata.name:
+                return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
+    @staticmethod
+    def _after_pod_deleted(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        if not isinstance(old, Pod) or old.metadata.namespace != pod.metadata.namespace:
+            return QueueingHint.QUEUE_SKIP
+        ni = NodeInfo("")
+        ni.add_pod(PodInfo(old))
+        if not satisfies_volume_conflicts(pod, ni):
+            return QueueingHint.QUEUE
+        claims = {v.persistent_volume_claim.claim_name for v in pod.spec.volumes if v.persistent_volume_claim}
+        for v in old.spec.volumes:
+            if v.persistent_volume_claim is not None and v.persistent_volume_claim.claim_name in claims:
+                return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
