@@ -59,6 +59,20 @@ class Sizes:
     s3_pods: int = 5000
     gang_size: int = 8
 
+    def scaled(self, f: float) -> Sizes:
+        """Every count times ``f`` (clique and gang size unchanged; nodes stay whole cliques)."""
+        cliques = max(1, round(self.nodes / self.clique * f))
+        return Sizes(
+            nodes=cliques * self.clique,
+            clique=self.clique,
+            s1_pods=max(1, round(self.s1_pods * f)),
+            s1_groups=max(1, round(self.s1_groups * f)),
+            s2_gangs=min(cliques, max(1, round(self.s2_gangs * f))),
+            s3_gangs=max(1, round(self.s3_gangs * f)),
+            s3_pods=max(1, round(self.s3_pods * f)),
+            gang_size=self.gang_size,
+        )
+
     @classmethod
     def small(cls) -> Sizes:
         return cls(nodes=80, clique=8, s1_pods=320, s1_groups=4, s2_gangs=10, s3_gangs=6, s3_pods=160, gang_size=8)
@@ -374,7 +388,7 @@ def start_scheduler(which: str, cluster: Cluster, workdir: Path, qps: float, bur
             "ome_scheduler",
             f"--config={path}",
             f"--kubeconfig={cluster.kubeconfig}",
-            "--v=1",
+            f"--v={os.environ.get('BENCH_OME_V', '1')}",
             "--secure-port=0",
         ]
     return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
@@ -585,6 +599,8 @@ def write_report(
 
 async def amain(args: argparse.Namespace) -> int:
     sz = Sizes.small() if args.small else Sizes()
+    if args.scale != 1.0:
+        sz = sz.scaled(args.scale)
     if args.nodes:
         sz.nodes = args.nodes
     state = REPO / ".local-cluster-bench"
@@ -640,7 +656,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--schedulers", default="ome-scheduler,kube-scheduler")
     p.add_argument("--qps", type=float, default=5000.0)
     p.add_argument("--burst", type=int, default=5000)
-    p.add_argument("--nodes", type=int, default=0)
+    p.add_argument("--nodes", type=int, default=0, help="node count (other sizes unchanged)")
+    p.add_argument("--scale", type=float, default=1.0, help="multiply every default size (nodes, pods, gangs)")
     p.add_argument("--keep", action="store_true", help="leave the benchmark control plane running")
     p.add_argument("--out", default="", help="report directory (default: bench/results; --small: the state dir)")
     args = p.parse_args(argv)

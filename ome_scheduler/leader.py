@@ -29,7 +29,7 @@ from typing import Any
 
 import msgspec
 
-from ome_scheduler.kube.client import ApiError, KubeClient, hostname
+from ome_scheduler.kube.client import PRIORITY_CRITICAL, ApiError, KubeClient, hostname
 from ome_scheduler.logs import get_logger
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.util.timestamps import now_micro
@@ -111,7 +111,7 @@ class LeaderElector:
         """``tryAcquireOrRenew``: one attempt; True when this candidate holds the lease now."""
         now = time.monotonic()
         try:
-            raw = await self.client.get(self.path)
+            raw = await self.client.get(self.path, priority=PRIORITY_CRITICAL)
         except ApiError as exc:
             if exc.code != 404:
                 log.error("error retrieving resource lock", lease=f"{self.namespace}/{self.name}", error=str(exc))
@@ -119,7 +119,10 @@ class LeaderElector:
             lease = Lease(metadata=_Meta(name=self.name, namespace=self.namespace), spec=self._record(None, 0))
             try:
                 body = await self.client.post(
-                    f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases", lease, retries=0
+                    f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases",
+                    lease,
+                    retries=0,
+                    priority=PRIORITY_CRITICAL,
                 )
             except ApiError as exc2:
                 log.info("error creating lease", v=2, error=str(exc2))
@@ -146,7 +149,7 @@ class LeaderElector:
             new = self._record(None, (spec.lease_transitions or 0) + 1)
         current.spec = new
         try:
-            body = await self.client.put(self.path, current, retries=0)
+            body = await self.client.put(self.path, current, retries=0, priority=PRIORITY_CRITICAL)
         except ApiError as exc:
             log.info("failed to update lease", v=2, error=str(exc))
             return False
@@ -213,7 +216,7 @@ class LeaderElector:
             return
         self._set_leader(False)
         try:
-            raw = await self.client.get(self.path)
+            raw = await self.client.get(self.path, priority=PRIORITY_CRITICAL)
             current = _DEC.decode(raw)
             if current.spec.holder_identity != self.identity:
                 return
@@ -225,7 +228,7 @@ class LeaderElector:
                 renew_time=now,
                 lease_transitions=current.spec.lease_transitions,
             )
-            await self.client.put(self.path, current, retries=1)
+            await self.client.put(self.path, current, retries=1, priority=PRIORITY_CRITICAL)
             log.info("released leader lease", v=0, lease=f"{self.namespace}/{self.name}")
         except Exception as exc:
             log.error("failed to release lease", error=repr(exc))

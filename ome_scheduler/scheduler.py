@@ -480,8 +480,9 @@ class Scheduler:
     ) -> None:
         uid = assumed.uid or assumed.key
         try:
-            if fw.will_wait_on_permit(assumed):
-                await self.recorder.nominate(q.pod, host)
+            wp = fw.waiting_pods.get(assumed.uid)
+            if wp is not None:
+                await self.recorder.nominate(q.pod, host, still_needed=lambda: not wp.done())
                 st = await fw.wait_on_permit(assumed)
                 if st is not None:
                     if st.is_rejected():

@@ -10,7 +10,13 @@ scheduler's CPU at a few hundred binds per second; aiohttp's stays flat). Like c
 * a token bucket enforces ``clientConnection.qps``/``burst`` (default 50/100);
 * 429 and 5xx answers (and transport errors) are retried with backoff, honouring
   ``Retry-After``; a 401 re-reads the credentials once (rotated service-account tokens);
-* every request has timeouts; watches get a read timeout longer than their server timeout.
+* every request has timeouts; watches get a read timeout longer than their server timeout;
+* at most ``max_in_flight`` requests are on the wire; the rest wait in a :class:`PriorityGate`
+  so Bindings and Lease renewals overtake status patches and events when the API server is
+  the bottleneck (kube-scheduler gets the same effect from separate clients for events and
+  from API Priority and Fairness). A waiting request may be dropped before it is sent
+  (``skip``), which is how a nominatedNodeName patch for a gang member that was already
+  allowed gives way to its Binding.
 
 Errors are raised as :class:`ApiError` carrying the ``metav1.Status`` code, reason and
 message; unreachable servers as :class:`aiohttp.ClientError` or :class:`TimeoutError`.
@@ -19,11 +25,13 @@ message; unreachable servers as :class:`aiohttp.ClientError` or :class:`TimeoutE
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import random
 import socket
 import ssl
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
@@ -36,6 +44,15 @@ _STATUS = msgspec.json.Decoder(Status)
 _ENC = msgspec.json.Encoder()
 TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError, ConnectionError)
 """What a request raises when the server cannot be reached or stops answering."""
+
+PRIORITY_CRITICAL = 0
+"""Bindings and Lease renewals: what loses work or leadership when late."""
+PRIORITY_DEFAULT = 1
+"""Reads, token reviews, volume patches."""
+PRIORITY_STATUS = 2
+"""Pod status patches (PodScheduled condition, nominatedNodeName)."""
+PRIORITY_EVENTS = 3
+"""Event creates and series patches."""
 
 
 class ApiError(Exception):
@@ -73,6 +90,42 @@ class TokenBucket:
                 self.tokens -= 1
 
 
+class PriorityGate:
+    """At most ``capacity`` holders at once; waiters are admitted lowest priority first, FIFO
+    within a priority. Cancelling a waiter gives its turn to the next one."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = max(1, capacity)
+        self.in_use = 0
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._seq = itertools.count()
+
+    def __len__(self) -> int:
+        """Requests waiting for a slot."""
+        return len(self._waiters)
+
+    async def acquire(self, priority: int) -> None:
+        if self.in_use < self.capacity and not self._waiters:
+            self.in_use += 1
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (priority, next(self._seq), fut))
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self.release()  # admitted and cancelled in the same tick: pass the slot on
+            raise
+
+    def release(self) -> None:
+        self.in_use -= 1
+        while self._waiters and self.in_use < self.capacity:
+            _, _, fut = heapq.heappop(self._waiters)
+            if not fut.done():
+                self.in_use += 1
+                fut.set_result(None)
+
+
 class KubeClient:
     """HTTP access to one API server.
 
@@ -91,6 +144,7 @@ class KubeClient:
         burst: int,
         auth: Any = None,
         max_connections: int = 100,
+        max_in_flight: int = 32,
     ) -> None:
         self.server = server.rstrip("/")
         self._auth = auth
@@ -102,6 +156,7 @@ class KubeClient:
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
         self.limiter = TokenBucket(qps, burst)
+        self.gate = PriorityGate(max_in_flight)
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -163,8 +218,14 @@ class KubeClient:
         content_type: str = "application/json",
         retries: int = 5,
         timeout: float | None = None,
+        priority: int = PRIORITY_DEFAULT,
+        skip: Callable[[], bool] | None = None,
     ) -> bytes:
         """Send one request (rate limited, retried) and return the response body.
+
+        ``priority`` orders it among requests waiting for a slot (``PRIORITY_*``, lower first);
+        ``skip`` is asked once a slot is free, and a true answer drops the request unsent
+        (the return value is then ``b""``).
 
         Raises:
             ApiError: a non-2xx answer after retries.
@@ -176,8 +237,11 @@ class KubeClient:
         attempt = 0
         reauthed = False
         while True:
-            await self.limiter.acquire()
+            await self.gate.acquire(priority)
             try:
+                if skip is not None and skip():
+                    return b""
+                await self.limiter.acquire()
                 async with self.session.request(
                     method, path, params=params, data=content, headers=headers, timeout=tmo
                 ) as r:
@@ -189,6 +253,12 @@ class KubeClient:
                 if attempt >= retries:
                     raise
                 attempt += 1
+                failed = True
+            else:
+                failed = False
+            finally:
+                self.gate.release()
+            if failed:
                 await asyncio.sleep(min(5.0, 0.2 * 2**attempt) * (0.5 + random.random()))
                 continue
             if status < 300:
@@ -206,8 +276,8 @@ class KubeClient:
                 continue
             raise _api_error(status, reason, data)
 
-    async def get(self, path: str, params: dict[str, str] | None = None) -> bytes:
-        return await self.request("GET", path, params=params)
+    async def get(self, path: str, params: dict[str, str] | None = None, **kw: Any) -> bytes:
+        return await self.request("GET", path, params=params, **kw)
 
     async def post(self, path: str, body: Any, **kw: Any) -> bytes:
         return await self.request("POST", path, body=body, **kw)
@@ -255,7 +325,9 @@ class KubeClient:
             "metadata": {"name": name, "namespace": namespace, "uid": uid},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
-        await self.post(f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body, retries=3)
+        await self.post(
+            f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body, retries=3, priority=PRIORITY_CRITICAL
+        )
 
 
 def _api_error(status: int, reason: str, data: bytes) -> ApiError:

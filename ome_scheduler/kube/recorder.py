@@ -16,10 +16,11 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ome_scheduler.kube.client import ApiError, KubeClient, hostname
+from ome_scheduler.kube.client import PRIORITY_EVENTS, PRIORITY_STATUS, ApiError, KubeClient, hostname
 from ome_scheduler.kube.objects import Pod
 from ome_scheduler.logs import get_logger
 from ome_scheduler.util.timestamps import now_micro, now_rfc3339
@@ -113,7 +114,9 @@ class Recorder:
         ns = body["metadata"]["namespace"]
         for attempt in range(12):
             try:
-                await self.client.post(f"/apis/events.k8s.io/v1/namespaces/{ns}/events", body, retries=0)
+                await self.client.post(
+                    f"/apis/events.k8s.io/v1/namespaces/{ns}/events", body, retries=0, priority=PRIORITY_EVENTS
+                )
                 return
             except ApiError as exc:
                 if exc.code == 409 or exc.code < 500:
@@ -130,7 +133,10 @@ class Recorder:
         patch = {"series": {"count": 2, "lastObservedTime": now_micro()}}
         try:
             await self.client.patch(
-                f"/apis/events.k8s.io/v1/namespaces/{c.namespace}/events/{c.name}", patch, retries=2
+                f"/apis/events.k8s.io/v1/namespaces/{c.namespace}/events/{c.name}",
+                patch,
+                retries=2,
+                priority=PRIORITY_EVENTS,
             )
         except Exception as exc:
             log.info("unable to update event series", v=4, eventName=c.name, error=str(exc))
@@ -160,14 +166,20 @@ class Recorder:
             status["nominatedNodeName"] = None
         self._spawn(self._patch_status(pod, {"status": status}))
 
-    async def nominate(self, pod: Pod, node: str) -> None:
+    async def nominate(self, pod: Pod, node: str, still_needed: Callable[[], bool] | None = None) -> None:
         """Set ``status.nominatedNodeName`` before a Permit wait (NominatedNodeNameForExpectation,
-        on by default in 1.35), so the pod shows where it is about to go."""
+        on by default in 1.35), so the pod shows where it is about to go.
+
+        ``still_needed`` is asked when the patch is about to be sent: a pod whose Permit wait
+        already ended (its gang completed) is bound right away, so the patch is dropped, the
+        case upstream skips too ("otherwise the pod will be soon bound anyway",
+        ``pkg/scheduler/schedule_one.go`` bindingCycle)."""
         if pod.status.nominated_node_name == node:
             return
-        await self._patch_status(pod, {"status": {"nominatedNodeName": node}})
+        skip = None if still_needed is None else (lambda: not still_needed())
+        await self._patch_status(pod, {"status": {"nominatedNodeName": node}}, skip=skip)
 
-    async def _patch_status(self, pod: Pod, patch: dict[str, Any]) -> None:
+    async def _patch_status(self, pod: Pod, patch: dict[str, Any], *, skip: Callable[[], bool] | None = None) -> None:
         md = pod.metadata
         try:
             await self.client.patch(
@@ -175,6 +187,8 @@ class Recorder:
                 patch,
                 content_type="application/strategic-merge-patch+json",
                 retries=3,
+                priority=PRIORITY_STATUS,
+                skip=skip,
             )
         except ApiError as exc:
             if exc.code != 404:

@@ -1,0 +1,61 @@
+"""The API client's PriorityGate: Bindings overtake status patches and events when the server is busy."""
+
+from __future__ import annotations
+
+import asyncio
+
+from ome_scheduler.kube.client import PRIORITY_CRITICAL, PRIORITY_EVENTS, PRIORITY_STATUS, PriorityGate
+
+
+def test_gate_admits_up_to_capacity_then_by_priority_fifo_within() -> None:
+    async def main() -> list[str]:
+        gate = PriorityGate(2)
+        order: list[str] = []
+        release = asyncio.Event()
+
+        async def holder(name: str) -> None:
+            await gate.acquire(PRIORITY_EVENTS)
+            order.append(name)
+            await release.wait()
+            gate.release()
+
+        async def user(name: str, prio: int) -> None:
+            await gate.acquire(prio)
+            order.append(name)
+            gate.release()
+
+        holders = [asyncio.create_task(holder(f"h{i}")) for i in range(2)]
+        await asyncio.sleep(0)
+        assert gate.in_use == 2
+        waiters = [
+            asyncio.create_task(user("event", PRIORITY_EVENTS)),
+            asyncio.create_task(user("status-1", PRIORITY_STATUS)),
+            asyncio.create_task(user("bind-1", PRIORITY_CRITICAL)),
+            asyncio.create_task(user("status-2", PRIORITY_STATUS)),
+            asyncio.create_task(user("bind-2", PRIORITY_CRITICAL)),
+        ]
+        await asyncio.sleep(0)
+        assert len(gate) == 5
+        release.set()
+        await asyncio.gather(*holders, *waiters)
+        assert gate.in_use == 0 and len(gate) == 0
+        return order
+
+    order = asyncio.run(main())
+    assert order == ["h0", "h1", "bind-1", "bind-2", "status-1", "status-2", "event"]
+
+
+def test_cancelled_waiter_does_not_leak_a_slot() -> None:
+    async def main() -> None:
+        gate = PriorityGate(1)
+        await gate.acquire(PRIORITY_CRITICAL)
+        waiter = asyncio.create_task(gate.acquire(PRIORITY_STATUS))
+        await asyncio.sleep(0)
+        waiter.cancel()
+        gate.release()
+        await asyncio.sleep(0)
+        assert gate.in_use == 0
+        await asyncio.wait_for(gate.acquire(PRIORITY_EVENTS), 1.0)
+        assert gate.in_use == 1
+
+    asyncio.run(main())
