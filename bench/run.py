@@ -42,6 +42,8 @@ import yaml
 from e2e.cluster import Cluster
 from e2e.helpers import REPO, chart_config
 
+STALL_S = 30.0
+"""A run ends when no pod was bound for this long (a scheduler that cannot place the rest)."""
 CLIQUE = "nvidia.com/gpu.clique"
 NS = "bench"
 KUBE_NAME = "bench-kube"
@@ -92,6 +94,8 @@ class RunResult:
     cpu_s: float
     rss_mb: float
     gangs_in_one_domain: str = ""
+    bound: int = -1
+    """Pods bound when the run ended (-1: all); a run ends early after STALL_S without a bind."""
     notes: dict[str, Any] = field(default_factory=dict)
 
 
@@ -472,10 +476,17 @@ async def one_run(
     try:
         timeout = 60 + len(names) * 0.2
         deadline = time.monotonic() + timeout
+        last_count, last_change = 0, time.monotonic()
         while not done.is_set():
             if proc.poll() is not None:
                 raise RuntimeError(f"{which} exited with {proc.returncode}; see {workdir}")
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if len(bound) != last_count:
+                last_count, last_change = len(bound), now
+            elif bound and now - last_change > STALL_S:
+                print(f"{which}: no bind for {STALL_S:.0f} s; {len(bound)}/{len(names)} pods bound", flush=True)
+                break
+            if now > deadline:
                 raise RuntimeError(f"{which} bound {len(bound)}/{len(names)} pods within {timeout:.0f} s")
             try:
                 cpu, rss = proc_cpu_rss(proc.pid)
@@ -500,15 +511,15 @@ async def one_run(
         ts = [bound[m][0] for m in members if m in bound]
         if len(ts) == len(members):
             skews.append(max(ts) - min(ts))
-        doms = {node_domain.get(bound[m][1]) for m in members if m in bound}
-        one_domain += 1 if len(doms) == 1 else 0
+            doms = {node_domain.get(bound[m][1]) for m in members}
+            one_domain += 1 if len(doms) == 1 else 0
     await api.delete_pods()
     return RunResult(
         scenario=scenario,
         scheduler=which,
         pods=len(names),
         seconds=last - t_start,
-        pods_per_s=len(names) / span,
+        pods_per_s=len(times) / span,
         lat_p50=pct(lat, 50),
         lat_p99=pct(lat, 99),
         skew_p50=pct(skews, 50) if skews else None,
@@ -516,6 +527,7 @@ async def one_run(
         cpu_s=cpu,
         rss_mb=rss,
         gangs_in_one_domain=f"{one_domain}/{len(gangs)}" if gangs else "",
+        bound=-1 if len(times) == len(names) else len(times),
     )
 
 
@@ -525,7 +537,13 @@ def median_result(rs: list[RunResult]) -> RunResult:
 
 
 def write_report(
-    out: Path, results: dict[tuple[str, str], list[RunResult]], sz: Sizes, qps: float, burst: int, small: bool
+    out: Path,
+    results: dict[tuple[str, str], list[RunResult]],
+    sz: Sizes,
+    qps: float,
+    burst: int,
+    small: bool,
+    command: str,
 ) -> Path:
     date = dt.date.today().isoformat()
     out.mkdir(parents=True, exist_ok=True)
@@ -536,7 +554,7 @@ def write_report(
     lines = [
         f"# Benchmark {date}{' (small)' if small else ''}",
         "",
-        f"Command: `python -m bench.run{' --small' if small else ''} --runs {len(next(iter(results.values())))}`; "
+        f"Command: `{command}`; "
         f"{sz.nodes} nodes in cliques of {sz.clique}; client QPS {qps:g}, burst {burst}; median of runs by pods/s.",
         "",
         "| scenario | scheduler | pods | pods/s | p50 s | p99 s | skew p50 s | skew p99 s | CPU s / 1k pods | peak RSS MiB | gangs in one clique | vs kube-scheduler | vs limit |",
@@ -554,9 +572,11 @@ def write_report(
         def f(v: float | None) -> str:
             return "" if v is None else f"{v:.2f}"
 
-        cpu_k = r.cpu_s / r.pods * 1000 if r.pods and r.cpu_s else 0
+        done = r.pods if r.bound < 0 else r.bound
+        cpu_k = r.cpu_s / done * 1000 if done and r.cpu_s else 0
+        pods = f"{r.pods}" if r.bound < 0 else f"{r.bound}/{r.pods} bound"
         lines.append(
-            f"| {scen} | {sched} | {r.pods} | {r.pods_per_s:.1f} | {f(r.lat_p50)} | {f(r.lat_p99)} | {f(r.skew_p50)} | "
+            f"| {scen} | {sched} | {pods} | {r.pods_per_s:.1f} | {f(r.lat_p50)} | {f(r.lat_p99)} | {f(r.skew_p50)} | "
             f"{f(r.skew_p99)} | {cpu_k:.1f} | {r.rss_mb:.0f} | {r.gangs_in_one_domain} | {vs_kube} | {vs_limit} |"
         )
     lines += [
@@ -620,6 +640,9 @@ async def amain(args: argparse.Namespace) -> int:
         node_names = [n["metadata"]["name"] for n in nodes]
         node_domain = {n["metadata"]["name"]: n["metadata"]["labels"][CLIQUE] for n in nodes}
         results: dict[tuple[str, str], list[RunResult]] = {}
+        out = Path(args.out) if args.out else (state / "results" if args.small else REPO / "bench" / "results")
+        command = " ".join(["python -m bench.run", *args.argv])
+        md = out
         for scen in args.scenarios.split(","):
             scheds = ["limit"] if scen == "limit" else args.schedulers.split(",")
             for run in range(args.runs):
@@ -634,13 +657,15 @@ async def amain(args: argparse.Namespace) -> int:
                         f"one-clique {r.gangs_in_one_domain}",
                         flush=True,
                     )
-                    if args.small and r.gangs_in_one_domain and r.scheduler == "ome-scheduler":
-                        n, total = r.gangs_in_one_domain.split("/")
+                    md = write_report(out, results, sz, args.qps, args.burst, args.small, command)
+                    if args.small and r.scheduler == "ome-scheduler":
+                        if r.bound >= 0:
+                            print(f"FAIL: ome-scheduler bound {r.bound}/{r.pods} pods in {scen}", file=sys.stderr)
+                            return 1
+                        n, total = (r.gangs_in_one_domain or "0/0").split("/")
                         if n != total:
                             print(f"FAIL: ome-scheduler split gangs in {scen}", file=sys.stderr)
                             return 1
-        out = Path(args.out) if args.out else (state / "results" if args.small else REPO / "bench" / "results")
-        md = write_report(out, results, sz, args.qps, args.burst, args.small)
         print(f"wrote {md}")
         return 0
     finally:
@@ -661,6 +686,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--keep", action="store_true", help="leave the benchmark control plane running")
     p.add_argument("--out", default="", help="report directory (default: bench/results; --small: the state dir)")
     args = p.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     return asyncio.run(amain(args))
 
 

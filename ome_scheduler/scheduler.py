@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ome_scheduler.backend.cache import SchedulerCache
@@ -43,7 +43,7 @@ from ome_scheduler.framework.events import (
 from ome_scheduler.framework.interface import CycleState
 from ome_scheduler.framework.runtime import Diagnosis, FitError, Framework, FrameworkOptions
 from ome_scheduler.framework.status import Code, Status
-from ome_scheduler.framework.types import POD_GROUP_LABEL, NodeInfo, PodInfo, QueuedPodInfo
+from ome_scheduler.framework.types import POD_GROUP_LABEL, AffinityTerm, NodeInfo, PodInfo, QueuedPodInfo
 from ome_scheduler.framework.waiting_pods import WaitingPod
 from ome_scheduler.kube.objects import Namespace, Node, Pod, PodGroup
 from ome_scheduler.logs import enabled, get_logger
@@ -51,6 +51,7 @@ from ome_scheduler.metrics import Metrics
 from ome_scheduler.plugins.gangpack.plugin import OMEGangPack
 from ome_scheduler.plugins.registry import default_plugins, in_tree_registry
 from ome_scheduler.plugins.volumestore import VolumeStore
+from ome_scheduler.util.labels import Selector
 
 log = get_logger()
 
@@ -117,6 +118,28 @@ class Scheduler:
 
     def nodes_with_required_anti_affinity_pods(self) -> Sequence[NodeInfo]:
         return self.cache.nodes_with(self.cache.anti_affinity_nodes)
+
+    def anti_affinity_terms_for(self, labels: Mapping[str, str]) -> Iterator[tuple[AffinityTerm, NodeInfo]]:
+        nodes = self.cache.nodes
+        for term, node in self.cache.affinity_index.anti_terms_for(labels):
+            ni = nodes.get(node)
+            if ni is not None and ni.node is not None:
+                yield term, ni
+
+    def pods_for_selector(self, selector: Selector) -> Iterator[tuple[PodInfo, NodeInfo]]:
+        cands = self.cache.affinity_index.pods_for(selector)
+        if cands is None:
+            for ni in self.cache.node_infos():
+                for pi in ni.pods.values():
+                    yield pi, ni
+            return
+        nodes = self.cache.nodes
+        for key, node in cands.items():
+            owner = nodes.get(node)
+            if owner is not None and owner.node is not None:
+                found = owner.pods.get(key)
+                if found is not None:
+                    yield found, owner
 
     def pods_in_group(self, namespace: str, group: str) -> list[PodInfo]:
         return list(self._gang_index.get((namespace, group), {}).values())
@@ -482,7 +505,7 @@ class Scheduler:
         try:
             wp = fw.waiting_pods.get(assumed.uid)
             if wp is not None:
-                await self.recorder.nominate(q.pod, host, still_needed=lambda: not wp.done())
+                await self.recorder.nominate(q.pod, host, abandon=wp.settled)
                 st = await fw.wait_on_permit(assumed)
                 if st is not None:
                     if st.is_rejected():

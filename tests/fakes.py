@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ome_scheduler.framework.types import NodeInfo, PodInfo
+from ome_scheduler.framework.types import AffinityTerm, NodeInfo, PodInfo
 from ome_scheduler.kube.objects import Namespace, Node, Pod, PodGroup
+from ome_scheduler.util.labels import Selector
 
 
 class FakeWaitingPod:
@@ -80,6 +81,12 @@ class FakeHandle:
 
     def nodes_with_required_anti_affinity_pods(self) -> Sequence[NodeInfo]:
         return [n for n in self.nodes.values() if n.pods_with_required_anti_affinity]
+
+    def anti_affinity_terms_for(self, labels: Mapping[str, str]) -> Iterable[tuple[AffinityTerm, NodeInfo]]:
+        return [(t, n) for n in self.nodes.values() for p in n.pods.values() for t in p.required_anti_affinity_terms]
+
+    def pods_for_selector(self, selector: Selector) -> Iterable[tuple[PodInfo, NodeInfo]]:
+        return [(p, n) for n in self.nodes.values() for p in n.pods.values()]
 
     def pods_in_group(self, namespace: str, group: str) -> list[PodInfo]:
         return [p for p in self.pods.values() if p.namespace == namespace and p.gang == group]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ome_scheduler.kube.client import PRIORITY_CRITICAL, PRIORITY_EVENTS, PRIORITY_STATUS, PriorityGate
+from ome_scheduler.kube.client import PRIORITY_CRITICAL, PRIORITY_EVENTS, PRIORITY_STATUS, KubeClient, PriorityGate
 
 
 def test_gate_admits_up_to_capacity_then_by_priority_fifo_within() -> None:
@@ -57,5 +57,25 @@ def test_cancelled_waiter_does_not_leak_a_slot() -> None:
         assert gate.in_use == 0
         await asyncio.wait_for(gate.acquire(PRIORITY_EVENTS), 1.0)
         assert gate.in_use == 1
+
+    asyncio.run(main())
+
+
+def test_request_waiting_for_a_slot_is_dropped_when_abandoned() -> None:
+    async def main() -> None:
+        # Port 9 on loopback refuses connections: a request that is sent raises.
+        client = KubeClient("http://127.0.0.1:9", False, None, qps=0, burst=1, max_in_flight=1)
+        await client.gate.acquire(PRIORITY_CRITICAL)  # the only slot is busy
+        abandon: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        req = asyncio.create_task(client.patch("/x", {}, priority=PRIORITY_STATUS, abandon=abandon, retries=0))
+        await asyncio.sleep(0.01)
+        assert len(client.gate) == 1 and not req.done()
+        abandon.set_result(None)
+        assert await asyncio.wait_for(req, 1.0) == b""
+        assert len(client.gate) == 0 and client.gate.in_use == 1  # the holder's slot only
+        client.gate.release()
+        sent = asyncio.create_task(client.patch("/x", {}, priority=PRIORITY_STATUS, abandon=abandon, retries=0))
+        assert await asyncio.wait_for(sent, 1.0) == b""  # already abandoned: never sent
+        await client.close()
 
     asyncio.run(main())

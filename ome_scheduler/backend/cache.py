@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ome_scheduler.backend.affinity_index import AffinityIndex
 from ome_scheduler.framework.types import ImageState, NodeInfo, PodInfo
 from ome_scheduler.kube.objects import Node
 
@@ -53,6 +54,7 @@ class SchedulerCache:
         self.gang_members: dict[tuple[str, str], dict[str, str]] = {}
         self.affinity_nodes: set[str] = set()
         self.anti_affinity_nodes: set[str] = set()
+        self.affinity_index = AffinityIndex()
         self.version = 0
         """Bumped when a node joins or leaves or its images change (cluster-wide inputs)."""
         self._change_log: list[str] = []
@@ -173,6 +175,7 @@ class SchedulerCache:
         if ni is None:
             ni = self.nodes[node] = NodeInfo(node)
         ni.add_pod(info)
+        self.affinity_index.add(info.uid or info.key, info, node)
         self._changed(node)
         if ni.pods_with_affinity:
             self.affinity_nodes.add(node)
@@ -186,6 +189,8 @@ class SchedulerCache:
         if ni is None:
             return
         pi = ni.remove_pod(key)
+        if pi is not None:
+            self.affinity_index.remove(key, pi)
         self._changed(node)
         if not ni.pods_with_affinity:
             self.affinity_nodes.discard(node)

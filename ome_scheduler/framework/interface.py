@@ -9,16 +9,17 @@ Score and NormalizeScore work on the whole node list in one call, and Success is
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ome_scheduler.framework.events import ClusterEventWithHint
 from ome_scheduler.framework.status import Status
-from ome_scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
+from ome_scheduler.framework.types import AffinityTerm, NodeInfo, PodInfo, QueuedPodInfo
 
 if TYPE_CHECKING:
     from ome_scheduler.framework.waiting_pods import WaitingPod
     from ome_scheduler.kube.objects import Namespace, Pod, PodGroup
+    from ome_scheduler.util.labels import Selector
 
 MAX_NODE_SCORE = 100
 """``fwk.MaxNodeScore``: the top of every plugin's normalised score range."""
@@ -85,6 +86,16 @@ class Handle(Protocol):
 
     def nodes_with_required_anti_affinity_pods(self) -> Sequence[NodeInfo]:
         """``HavePodsWithRequiredAntiAffinityList``."""
+        ...
+
+    def anti_affinity_terms_for(self, labels: Mapping[str, str]) -> Iterable[tuple[AffinityTerm, NodeInfo]]:
+        """Required anti-affinity terms of existing pods on real nodes that may match a pod
+        with ``labels`` (a superset: callers check each term), with the node of their pod."""
+        ...
+
+    def pods_for_selector(self, selector: Selector) -> Iterable[tuple[PodInfo, NodeInfo]]:
+        """Existing pods on real nodes that may match ``selector`` (a superset: callers check
+        each pod; every pod when the selector requires no ``key=value``), with their node."""
         ...
 
     def pods_in_group(self, namespace: str, group: str) -> list[PodInfo]:

@@ -62,6 +62,11 @@ class WaitingPod:
     def done(self) -> bool:
         return self._future.done()
 
+    @property
+    def settled(self) -> asyncio.Future[Status | None]:
+        """Completes when the wait ends (allowed or rejected); do not cancel or set it."""
+        return self._future
+
 
 class WaitingPodsMap:
     """Waiting pods by uid."""

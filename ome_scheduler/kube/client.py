@@ -14,9 +14,9 @@ scheduler's CPU at a few hundred binds per second; aiohttp's stays flat). Like c
 * at most ``max_in_flight`` requests are on the wire; the rest wait in a :class:`PriorityGate`
   so Bindings and Lease renewals overtake status patches and events when the API server is
   the bottleneck (kube-scheduler gets the same effect from separate clients for events and
-  from API Priority and Fairness). A waiting request may be dropped before it is sent
-  (``skip``), which is how a nominatedNodeName patch for a gang member that was already
-  allowed gives way to its Binding.
+  from API Priority and Fairness). A request still waiting for a slot is dropped when its
+  ``abandon`` future completes, which is how the nominatedNodeName patch of a gang member
+  whose gang was just allowed gives way to its Binding at once.
 
 Errors are raised as :class:`ApiError` carrying the ``metav1.Status`` code, reason and
 message; unreachable servers as :class:`aiohttp.ClientError` or :class:`TimeoutError`.
@@ -31,7 +31,7 @@ import random
 import socket
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -101,8 +101,8 @@ class PriorityGate:
         self._seq = itertools.count()
 
     def __len__(self) -> int:
-        """Requests waiting for a slot."""
-        return len(self._waiters)
+        """Requests waiting for a slot (cancelled waiters leave lazily, so they are skipped)."""
+        return sum(1 for _, _, fut in self._waiters if not fut.done())
 
     async def acquire(self, priority: int) -> None:
         if self.in_use < self.capacity and not self._waiters:
@@ -219,13 +219,13 @@ class KubeClient:
         retries: int = 5,
         timeout: float | None = None,
         priority: int = PRIORITY_DEFAULT,
-        skip: Callable[[], bool] | None = None,
+        abandon: asyncio.Future[Any] | None = None,
     ) -> bytes:
         """Send one request (rate limited, retried) and return the response body.
 
         ``priority`` orders it among requests waiting for a slot (``PRIORITY_*``, lower first);
-        ``skip`` is asked once a slot is free, and a true answer drops the request unsent
-        (the return value is then ``b""``).
+        When ``abandon`` completes before the request got a slot, it is dropped unsent and
+        ``b""`` is returned; once sent, a request is never abandoned.
 
         Raises:
             ApiError: a non-2xx answer after retries.
@@ -237,10 +237,9 @@ class KubeClient:
         attempt = 0
         reauthed = False
         while True:
-            await self.gate.acquire(priority)
+            if not await self._admit(priority, abandon):
+                return b""
             try:
-                if skip is not None and skip():
-                    return b""
                 await self.limiter.acquire()
                 async with self.session.request(
                     method, path, params=params, data=content, headers=headers, timeout=tmo
@@ -275,6 +274,24 @@ class KubeClient:
                 await asyncio.sleep(delay * (0.5 + random.random() / 2))
                 continue
             raise _api_error(status, reason, data)
+
+    async def _admit(self, priority: int, abandon: asyncio.Future[Any] | None) -> bool:
+        """Take a gate slot; False (holding none) when ``abandon`` completes first."""
+        if abandon is None:
+            await self.gate.acquire(priority)
+            return True
+        if abandon.done():
+            return False
+        acq = asyncio.ensure_future(self.gate.acquire(priority))
+        await asyncio.wait((acq, abandon), return_when=asyncio.FIRST_COMPLETED)
+        if acq.done():
+            return True  # admitted: the request goes out even if abandon completed meanwhile
+        acq.cancel()
+        try:
+            await acq
+        except asyncio.CancelledError:
+            return False
+        return True  # admitted in the same tick as the cancel
 
     async def get(self, path: str, params: dict[str, str] | None = None, **kw: Any) -> bytes:
         return await self.request("GET", path, params=params, **kw)

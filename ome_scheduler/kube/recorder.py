@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -166,20 +165,20 @@ class Recorder:
             status["nominatedNodeName"] = None
         self._spawn(self._patch_status(pod, {"status": status}))
 
-    async def nominate(self, pod: Pod, node: str, still_needed: Callable[[], bool] | None = None) -> None:
+    async def nominate(self, pod: Pod, node: str, abandon: asyncio.Future[Any] | None = None) -> None:
         """Set ``status.nominatedNodeName`` before a Permit wait (NominatedNodeNameForExpectation,
         on by default in 1.35), so the pod shows where it is about to go.
 
-        ``still_needed`` is asked when the patch is about to be sent: a pod whose Permit wait
-        already ended (its gang completed) is bound right away, so the patch is dropped, the
-        case upstream skips too ("otherwise the pod will be soon bound anyway",
-        ``pkg/scheduler/schedule_one.go`` bindingCycle)."""
+        When ``abandon`` (the Permit wait) completes before the patch was sent, the patch is
+        dropped: the pod is about to be bound, the case upstream skips too ("otherwise the pod
+        will be soon bound anyway", ``pkg/scheduler/schedule_one.go`` bindingCycle)."""
         if pod.status.nominated_node_name == node:
             return
-        skip = None if still_needed is None else (lambda: not still_needed())
-        await self._patch_status(pod, {"status": {"nominatedNodeName": node}}, skip=skip)
+        await self._patch_status(pod, {"status": {"nominatedNodeName": node}}, abandon=abandon)
 
-    async def _patch_status(self, pod: Pod, patch: dict[str, Any], *, skip: Callable[[], bool] | None = None) -> None:
+    async def _patch_status(
+        self, pod: Pod, patch: dict[str, Any], *, abandon: asyncio.Future[Any] | None = None
+    ) -> None:
         md = pod.metadata
         try:
             await self.client.patch(
@@ -188,7 +187,7 @@ class Recorder:
                 content_type="application/strategic-merge-patch+json",
                 retries=3,
                 priority=PRIORITY_STATUS,
-                skip=skip,
+                abandon=abandon,
             )
         except ApiError as exc:
             if exc.code != 404:

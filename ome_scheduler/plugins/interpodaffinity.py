@@ -116,20 +116,22 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         s.affinity_terms = self._merge_namespaces(pod.required_affinity_terms)
         s.anti_terms = self._merge_namespaces(pod.required_anti_affinity_terms)
         ns_labels = self._ns_labels(pod.namespace)
-        for n in self.handle.nodes_with_required_anti_affinity_pods():
-            for ep in n.pods_with_required_anti_affinity.values():
-                for t in ep.required_anti_affinity_terms:
-                    if t.matches(pod.pod, ns_labels):
-                        _inc(s.existing_anti, n.labels, t.topology_key)
-        if s.affinity_terms or s.anti_terms:
-            for n in nodes:
-                for ep in n.pods.values():
-                    if s.affinity_terms and matches_all(s.affinity_terms, ep.pod):
-                        for t in s.affinity_terms:
-                            _inc(s.affinity, n.labels, t.topology_key)
-                    for t in s.anti_terms:
-                        if t.matches(ep.pod, {}):
-                            _inc(s.anti, n.labels, t.topology_key)
+        # Upstream walks every pod with required anti-affinity, and every pod for the incoming
+        # pod's own terms; the handle's label indexes hand us a superset of the matches.
+        for t, n in self.handle.anti_affinity_terms_for(pod.pod.metadata.labels):
+            if t.matches(pod.pod, ns_labels):
+                _inc(s.existing_anti, n.labels, t.topology_key)
+        if s.affinity_terms:
+            # A pod matching every term is a candidate of any one term: use an indexed one.
+            lead = next((t for t in s.affinity_terms if t.selector.required_pair() is not None), s.affinity_terms[0])
+            for ep, n in self.handle.pods_for_selector(lead.selector):
+                if matches_all(s.affinity_terms, ep.pod):
+                    for t in s.affinity_terms:
+                        _inc(s.affinity, n.labels, t.topology_key)
+        for t in s.anti_terms:
+            for ep, n in self.handle.pods_for_selector(t.selector):
+                if t.matches(ep.pod, {}):
+                    _inc(s.anti, n.labels, t.topology_key)
         if not s.existing_anti and not s.affinity_terms and not s.anti_terms:
             return None, Status(Code.SKIP)
         state.write(_PRE_FILTER, s)

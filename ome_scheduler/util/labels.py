@@ -113,6 +113,16 @@ class Selector:
     def is_nothing(self) -> bool:
         return self._nothing
 
+    def required_pair(self) -> tuple[str, str] | None:
+        """The first ``key=value`` every matching label set must contain (a ``matchLabels``
+        entry or a one-value ``In``), or None; used to pick an index bucket."""
+        if self._nothing:
+            return None
+        for r in self.requirements:
+            if r.op == "In" and len(r.values) == 1:
+                return (r.key, next(iter(r.values)))
+        return None
+
     def is_empty(self) -> bool:
         return not self._nothing and not self.requirements
 
