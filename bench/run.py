@@ -26,6 +26,7 @@ import asyncio
 import datetime as dt
 import json
 import os
+import signal
 import ssl
 import subprocess
 import sys
@@ -395,6 +396,9 @@ def start_scheduler(which: str, cluster: Cluster, workdir: Path, qps: float, bur
             f"--v={os.environ.get('BENCH_OME_V', '1')}",
             "--secure-port=0",
         ]
+    profiler = os.environ.get("BENCH_OME_PROFILE")  # e.g. "py-spy record --format raw -o ome.txt --"
+    if profiler and which != "kube-scheduler":
+        argv = [*profiler.split(), *argv]
     return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
 
 
@@ -495,7 +499,10 @@ async def one_run(
             await asyncio.sleep(0.5)
         cpu, rss = proc_cpu_rss(proc.pid)
     finally:
-        proc.terminate()
+        if os.environ.get("BENCH_OME_PROFILE") and which != "kube-scheduler":
+            os.killpg(proc.pid, signal.SIGINT)  # py-spy writes its profile on SIGINT
+        else:
+            proc.terminate()
         try:
             proc.wait(20)
         except subprocess.TimeoutExpired:

@@ -23,6 +23,7 @@ import asyncio
 import random
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import chain, compress
 from typing import Any
 
 from ome_scheduler.backend.cache import SchedulerCache
@@ -442,7 +443,7 @@ class Scheduler:
         else:
             totals = fw.run_score(state, pi, feasible)
         best = max(totals)
-        best_i = random.choice([i for i, t in enumerate(totals) if t == best])
+        best_i = random.choice(list(compress(range(len(totals)), map(best.__eq__, totals))))
         if enabled(10):
             for n, t in zip(feasible, totals, strict=True):
                 log.info("Calculated node's final score for pod", v=10, pod=pi.key, node=n.name, score=t)
@@ -470,18 +471,18 @@ class Scheduler:
         idx0 = self.next_start_node_index % n
         processed = 0
         run_filter = fw.run_filter
-        for i in range(n):
-            ni = nodes[(idx0 + i) % n]
+        get = entries.get if entries is not None else None
+        for ni in chain(nodes[idx0:], nodes[:idx0]) if idx0 else nodes:
             processed += 1
-            if entries is None:
+            if get is None:
                 s = run_filter(state, pi, ni)
             else:
-                e = entries.get(ni.name)
+                e = get(ni.name)
                 if e is not None and e[0] == ni.generation:
                     s = e[1]
                 else:
                     s = run_filter(state, pi, ni)
-                    entries[ni.name] = [ni.generation, s, {}, None]
+                    entries[ni.name] = [ni.generation, s, {}, None]  # type: ignore[index]
             if s is None:
                 feasible.append(ni)
                 if len(feasible) >= to_find:

@@ -524,8 +524,9 @@ class Framework:
         plain_key = tuple(pl.name for pl in plain)
         ents: list[list[Any]] = []
         missing: list[int] = []
+        get = entries.get
         for i, n in enumerate(nodes):
-            e = entries.get(n.name)
+            e = get(n.name)
             if e is None or e[0] != n.generation:
                 e = entries[n.name] = [n.generation, None, {}, None]
             ents.append(e)
@@ -539,33 +540,33 @@ class Framework:
             sums = [0] * len(sub)
             for pl in plain:
                 w = self.score_weights.get(pl.name, 1)
-                for j, sc in enumerate(pl.score(state, pod, sub)):
-                    self._check_score(pl.name, sc)
-                    sums[j] += sc * w
+                scores = pl.score(state, pod, sub)
+                self._check_scores(pl.name, scores)
+                sums = [t + sc * w for t, sc in zip(sums, scores, strict=True)]
             for j, i in enumerate(missing):
                 totals[i] = sums[j]
                 ents[i][3] = (plain_key, sums[j])
         for pl in normed:
             name = pl.name
-            raw = [0] * n_nodes
-            miss: list[int] = []
-            for i, e in enumerate(ents):
-                v = e[2].get(name)
-                if v is None:
-                    miss.append(i)
-                else:
-                    raw[i] = v
+            raw: list[int] = [e[2].get(name) for e in ents]
+            miss = [i for i, v in enumerate(raw) if v is None]
             if miss:
                 for i, v in zip(miss, pl.score(state, pod, [nodes[i] for i in miss]), strict=True):
                     raw[i] = v
                     ents[i][2][name] = v
             pl.normalize_score(state, pod, raw)
+            self._check_scores(name, raw)
             w = self.score_weights.get(name, 1)
-            for i, sc in enumerate(raw):
-                self._check_score(name, sc)
-                totals[i] += sc * w
+            totals = [t + sc * w for t, sc in zip(totals, raw, strict=True)]
         self._observe("Score", None, start)
         return totals
+
+    @classmethod
+    def _check_scores(cls, name: str, scores: Sequence[int]) -> None:
+        """Every score in [0, MAX_NODE_SCORE], checked at C speed, else :meth:`_check_score`'s error."""
+        if scores and (max(scores) > MAX_NODE_SCORE or min(scores) < 0):
+            for sc in scores:
+                cls._check_score(name, sc)
 
     @staticmethod
     def _check_score(name: str, sc: int) -> None:
