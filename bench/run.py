@@ -41,7 +41,7 @@ import msgspec
 import yaml
 
 from e2e.cluster import Cluster
-from e2e.helpers import REPO, chart_config
+from e2e.helpers import REPO, chart_config, kube_counterpart_config
 
 STALL_S = 30.0
 """A run ends when no pod was bound for this long (a scheduler that cannot place the rest)."""
@@ -338,45 +338,11 @@ def proc_cpu_rss(pid: int) -> tuple[float, float]:
     return cpu, rss
 
 
-def kube_config(qps: float, burst: int) -> dict[str, Any]:
-    """The stock kube-scheduler with the chart's profile minus OMEGangPack (it has no gangs)."""
-    return {
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "leaderElection": {"leaderElect": False},
-        "clientConnection": {"qps": qps, "burst": burst, "kubeconfig": ""},
-        "profiles": [
-            {
-                "schedulerName": KUBE_NAME,
-                "plugins": {
-                    "multiPoint": {"disabled": [{"name": "DefaultPreemption"}]},
-                    "score": {
-                        "enabled": [{"name": "NodeResourcesFit", "weight": 10}],
-                        "disabled": [{"name": "PodTopologySpread"}],
-                    },
-                },
-                "pluginConfig": [
-                    {
-                        "name": "NodeResourcesFit",
-                        "args": {
-                            "scoringStrategy": {
-                                "type": "MostAllocated",
-                                "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}],
-                            }
-                        },
-                    },
-                ],
-            }
-        ],
-    }
-
-
 def start_scheduler(which: str, cluster: Cluster, workdir: Path, qps: float, burst: int) -> subprocess.Popen[bytes]:
     workdir.mkdir(parents=True, exist_ok=True)
     log = (workdir / f"{which}.log").open("ab")
     if which == "kube-scheduler":
-        cfg = kube_config(qps, burst)
-        cfg["clientConnection"]["kubeconfig"] = str(cluster.kubeconfig)
+        cfg = kube_counterpart_config(KUBE_NAME, str(cluster.kubeconfig), qps=qps, burst=burst)
         path = workdir / "kube-scheduler.yaml"
         path.write_text(yaml.safe_dump(cfg))
         argv = [str(cluster.bin_dir / "kube-scheduler"), f"--config={path}", "--secure-port=0", "--v=1"]

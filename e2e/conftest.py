@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from e2e.cluster import Cluster
+from e2e.helpers import Api
 
 
 @pytest.fixture(scope="session")
@@ -35,3 +36,11 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
         c.down(keep_logs=failed)
         if failed:
             print(f"\ncontrol plane logs kept in {c.log_dir}")
+
+
+@pytest.fixture(scope="module")
+def api(cluster: Cluster) -> Iterator[Api]:
+    """An API client for the test module (closed after it)."""
+    a = Api(cluster)
+    yield a
+    a.close()

@@ -323,6 +323,47 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def kube_counterpart_config(
+    scheduler_name: str, kubeconfig: str, *, qps: float | None = None, burst: int | None = None
+) -> dict[str, Any]:
+    """The stock kube-scheduler configured like the chart's profile minus OMEGangPack (it has
+    no gangs): MostAllocated packing on cpu and memory, no preemption, no spread scoring."""
+    conn: dict[str, Any] = {"kubeconfig": kubeconfig}
+    if qps is not None:
+        conn["qps"] = qps
+    if burst is not None:
+        conn["burst"] = burst
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": conn,
+        "leaderElection": {"leaderElect": False},
+        "profiles": [
+            {
+                "schedulerName": scheduler_name,
+                "plugins": {
+                    "multiPoint": {"disabled": [{"name": "DefaultPreemption"}]},
+                    "score": {
+                        "enabled": [{"name": "NodeResourcesFit", "weight": 10}],
+                        "disabled": [{"name": "PodTopologySpread"}],
+                    },
+                },
+                "pluginConfig": [
+                    {
+                        "name": "NodeResourcesFit",
+                        "args": {
+                            "scoringStrategy": {
+                                "type": "MostAllocated",
+                                "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}],
+                            }
+                        },
+                    }
+                ],
+            }
+        ],
+    }
+
+
 def chart_config(
     *,
     scheduler_name: str = SCHEDULER_NAME,

@@ -42,7 +42,7 @@ import httpx
 import yaml
 
 from e2e.cluster import ALWAYS_ALLOW_PATHS, Cluster, free_ports
-from e2e.helpers import Api, unique, wait_for
+from e2e.helpers import Api, kube_counterpart_config, unique, wait_for
 from e2e.parity_gen import CASE_LABEL, RUNTIME_CLASS, RUNTIME_CLASS_OVERHEAD, Case
 
 KUBE_PROFILE = "parity-kube"
@@ -54,39 +54,6 @@ PHASES = ("k", "o", "v")
 """Suffixes of the per-phase copies of a volume case's storage (kube, ome, verify)."""
 
 
-def kube_parity_config(kubeconfig: str) -> dict[str, Any]:
-    """kube-scheduler's configuration: the chart profile minus OMEGangPack."""
-    return {
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "clientConnection": {"kubeconfig": kubeconfig},
-        "leaderElection": {"leaderElect": False},
-        "profiles": [
-            {
-                "schedulerName": KUBE_PROFILE,
-                "plugins": {
-                    "multiPoint": {"disabled": [{"name": "DefaultPreemption"}]},
-                    "score": {
-                        "enabled": [{"name": "NodeResourcesFit", "weight": 10}],
-                        "disabled": [{"name": "PodTopologySpread"}],
-                    },
-                },
-                "pluginConfig": [
-                    {
-                        "name": "NodeResourcesFit",
-                        "args": {
-                            "scoringStrategy": {
-                                "type": "MostAllocated",
-                                "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}],
-                            }
-                        },
-                    }
-                ],
-            }
-        ],
-    }
-
-
 class KubeSchedulerProcess:
     """A second stock kube-scheduler (``--leader-elect=false``, its own secure port)."""
 
@@ -96,7 +63,9 @@ class KubeSchedulerProcess:
         self.dir.mkdir(parents=True, exist_ok=True)
         kc = str(cluster.component_kubeconfig("kube-scheduler"))
         self.config_path = self.dir / "config.yaml"
-        self.config_path.write_text(yaml.safe_dump(dict(config or kube_parity_config(kc)), sort_keys=False))
+        self.config_path.write_text(
+            yaml.safe_dump(dict(config or kube_counterpart_config(KUBE_PROFILE, kc)), sort_keys=False)
+        )
         self.log_path = self.dir / "kube-scheduler.log"
         self.port = free_ports(1)[0]
         self.argv = [

@@ -35,13 +35,6 @@ HOST = "kubernetes.io/hostname"
 
 
 @pytest.fixture(scope="module")
-def api(cluster: Cluster) -> Iterator[Api]:
-    a = Api(cluster)
-    yield a
-    a.close()
-
-
-@pytest.fixture(scope="module")
 def scheduler(cluster: Cluster) -> Iterator[SchedulerProcess]:
     with SchedulerProcess(cluster, chart_config(gang_args={"gcIntervalSeconds": 2})) as s:
         yield s

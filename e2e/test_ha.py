@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
 
 import httpx
-import pytest
 
 from e2e.cluster import Cluster
 from e2e.helpers import (
@@ -28,13 +26,6 @@ from e2e.helpers import (
     wait_bound,
     wait_for,
 )
-
-
-@pytest.fixture(scope="module")
-def api(cluster: Cluster) -> Iterator[Api]:
-    a = Api(cluster)
-    yield a
-    a.close()
 
 
 def lease_holder(api: Api, ns: str, name: str) -> str:

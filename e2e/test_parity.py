@@ -28,13 +28,6 @@ BATCH = int(os.environ.get("OME_PARITY_BATCH", 25))
 
 
 @pytest.fixture(scope="module")
-def api(cluster: Cluster) -> Iterator[Api]:
-    a = Api(cluster)
-    yield a
-    a.close()
-
-
-@pytest.fixture(scope="module")
 def kube(cluster: Cluster) -> Iterator[KubeSchedulerProcess]:
     with KubeSchedulerProcess(cluster) as k:
         yield k

@@ -30,13 +30,6 @@ from e2e.helpers import (
 
 
 @pytest.fixture(scope="module")
-def api(cluster: Cluster) -> Iterator[Api]:
-    a = Api(cluster)
-    yield a
-    a.close()
-
-
-@pytest.fixture(scope="module")
 def scheduler(cluster: Cluster) -> Iterator[SchedulerProcess]:
     with SchedulerProcess(cluster, chart_config()) as s:
         yield s
