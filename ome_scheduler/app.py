@@ -15,6 +15,7 @@ import asyncio
 import os
 import signal
 import sys
+import time
 from typing import Any
 
 from ome_scheduler import logs
@@ -222,7 +223,8 @@ class App:
             task.result()
 
     async def _shutdown(self, sched: asyncio.Task[None]) -> None:
-        """SIGTERM: take no new pods, abandon Permit waits, finish bindings, release the Lease."""
+        """SIGTERM: take no new pods, abandon Permit waits, finish bindings, release the Lease,
+        then flush events (they are no scheduling decision, so a standby need not wait for them)."""
         log.info("shutting down: no new scheduling cycles", v=0)
         self.health.shutting_down = True
         self.scheduler.stopping = True
@@ -230,10 +232,12 @@ class App:
         await sched
         for wp in list(self.scheduler.waiting_pods()):
             wp.reject("", "scheduler is shutting down")
+        t0 = time.monotonic()
         await self.scheduler.drain_bindings(timeout=10.0)
-        await self.recorder.drain(timeout=5.0)
+        log.info("bindings drained", v=2, seconds=round(time.monotonic() - t0, 3))
         if self.elector is not None:
             await self.elector.release()
+        await self.recorder.drain(timeout=5.0)
 
     def _lost_lease(self) -> None:
         """Leadership lost: stop at once so no second leader ever binds (kube-scheduler exits 1)."""

@@ -114,18 +114,19 @@ class Scheduler:
     def get_node_info(self, name: str) -> NodeInfo | None:
         return self.cache.get_node_info(name)
 
-    def nodes_with_affinity_pods(self) -> Sequence[NodeInfo]:
-        return self.cache.nodes_with(self.cache.affinity_nodes)
-
-    def nodes_with_required_anti_affinity_pods(self) -> Sequence[NodeInfo]:
-        return self.cache.nodes_with(self.cache.anti_affinity_nodes)
-
     def anti_affinity_terms_for(self, labels: Mapping[str, str]) -> Iterator[tuple[AffinityTerm, NodeInfo]]:
         nodes = self.cache.nodes
         for term, node in self.cache.affinity_index.anti_terms_for(labels):
             ni = nodes.get(node)
             if ni is not None and ni.node is not None:
                 yield term, ni
+
+    def pods_with_affinity_score_terms(self) -> Iterator[tuple[PodInfo, NodeInfo]]:
+        nodes = self.cache.nodes
+        for pi, node in self.cache.affinity_index.scoring_pods.values():
+            ni = nodes.get(node)
+            if ni is not None and ni.node is not None:
+                yield pi, ni
 
     def pods_for_selector(self, selector: Selector) -> Iterator[tuple[PodInfo, NodeInfo]]:
         cands = self.cache.affinity_index.pods_for(selector)
@@ -467,7 +468,9 @@ class Scheduler:
         if not fw.has_score_plugins():
             to_find = 1
         feasible: list[NodeInfo] = []
-        statuses = diag.node_to_status
+        statuses = diag.node_to_status.statuses
+        last_plugin: str | None = None
+        last_code: Code | None = None
         idx0 = self.next_start_node_index % n
         processed = 0
         run_filter = fw.run_filter
@@ -488,10 +491,13 @@ class Scheduler:
                 if len(feasible) >= to_find:
                     break
             else:
-                if s.code == Code.ERROR:
-                    raise RuntimeError(s.message())
-                statuses.set(ni.name, s)
-                diag.add_plugin_status(s)
+                statuses[ni.name] = s
+                # Runs of nodes fail alike; each distinct (plugin, code) is recorded once.
+                if s.plugin is not last_plugin or s.code is not last_code:
+                    if s.code == Code.ERROR:
+                        raise RuntimeError(s.message())
+                    diag.add_plugin_status(s)
+                    last_plugin, last_code = s.plugin, s.code
         self.next_start_node_index = (self.next_start_node_index + processed) % max(1, num_all)
         code = "Success" if feasible else "Unschedulable"
         self.metrics.framework_extension_point_duration.labels("Filter", code, fw.profile_name).observe(

@@ -76,14 +76,11 @@ class FakeHandle:
     def get_node_info(self, name: str) -> NodeInfo | None:
         return self.nodes.get(name)
 
-    def nodes_with_affinity_pods(self) -> Sequence[NodeInfo]:
-        return [n for n in self.nodes.values() if n.pods_with_affinity]
-
-    def nodes_with_required_anti_affinity_pods(self) -> Sequence[NodeInfo]:
-        return [n for n in self.nodes.values() if n.pods_with_required_anti_affinity]
-
     def anti_affinity_terms_for(self, labels: Mapping[str, str]) -> Iterable[tuple[AffinityTerm, NodeInfo]]:
         return [(t, n) for n in self.nodes.values() for p in n.pods.values() for t in p.required_anti_affinity_terms]
+
+    def pods_with_affinity_score_terms(self) -> Iterable[tuple[PodInfo, NodeInfo]]:
+        return [(p, n) for n in self.nodes.values() for p in n.pods.values() if p.has_affinity]
 
     def pods_for_selector(self, selector: Selector) -> Iterable[tuple[PodInfo, NodeInfo]]:
         return [(p, n) for n in self.nodes.values() for p in n.pods.values()]

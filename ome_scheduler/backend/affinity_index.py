@@ -13,6 +13,9 @@ indexes kept up to date as pods are accounted:
   filed under one ``key=value`` its selector requires (the first, in the selector's order);
   a term with no such requirement is filed under "always check". An incoming pod with labels
   L can only be matched by terms filed under a pair of L, or under "always check".
+* **pods with scoring terms**: pods with required affinity or preferred (anti-)affinity terms,
+  the only existing pods that add to InterPodAffinity's score of a pod without terms of its
+  own (required anti-affinity never scores); upstream walks every pod with any affinity.
 
 The answers are candidate supersets; results are identical to the full walk.
 """
@@ -32,12 +35,13 @@ TermKey = tuple[str, int]
 class AffinityIndex:
     """See the module docstring; all methods cost O(labels or terms of one pod)."""
 
-    __slots__ = ("pods_by_label", "anti_terms_by_label", "anti_terms_unindexed")
+    __slots__ = ("pods_by_label", "anti_terms_by_label", "anti_terms_unindexed", "scoring_pods")
 
     def __init__(self) -> None:
         self.pods_by_label: dict[Pair, dict[str, str]] = {}
         self.anti_terms_by_label: dict[Pair, dict[TermKey, tuple[AffinityTerm, str]]] = {}
         self.anti_terms_unindexed: dict[TermKey, tuple[AffinityTerm, str]] = {}
+        self.scoring_pods: dict[str, tuple[PodInfo, str]] = {}
 
     def add(self, key: str, info: PodInfo, node: str) -> None:
         """Index an accounted pod (``key`` is its cache key) on ``node``."""
@@ -46,6 +50,8 @@ class AffinityIndex:
             if bucket is None:
                 bucket = self.pods_by_label[label] = {}
             bucket[key] = node
+        if info.required_affinity_terms or info.preferred_affinity_terms or info.preferred_anti_affinity_terms:
+            self.scoring_pods[key] = (info, node)
         for i, t in enumerate(info.required_anti_affinity_terms):
             pair = t.selector.required_pair()
             if pair is None:
@@ -64,6 +70,7 @@ class AffinityIndex:
                 bucket.pop(key, None)
                 if not bucket:
                     del self.pods_by_label[label]
+        self.scoring_pods.pop(key, None)
         for i, t in enumerate(info.required_anti_affinity_terms):
             pair = t.selector.required_pair()
             if pair is None:

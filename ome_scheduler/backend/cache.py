@@ -52,8 +52,6 @@ class SchedulerCache:
         self._list: list[NodeInfo] | None = None
         self.image_states: dict[str, ImageState] = {}
         self.gang_members: dict[tuple[str, str], dict[str, str]] = {}
-        self.affinity_nodes: set[str] = set()
-        self.anti_affinity_nodes: set[str] = set()
         self.affinity_index = AffinityIndex()
         self.version = 0
         """Bumped when a node joins or leaves or its images change (cluster-wide inputs)."""
@@ -177,10 +175,6 @@ class SchedulerCache:
         ni.add_pod(info)
         self.affinity_index.add(info.uid or info.key, info, node)
         self._changed(node)
-        if ni.pods_with_affinity:
-            self.affinity_nodes.add(node)
-        if ni.pods_with_required_anti_affinity:
-            self.anti_affinity_nodes.add(node)
         if info.gang:
             self.gang_members.setdefault((info.namespace, info.gang), {})[info.uid or info.key] = node
 
@@ -192,10 +186,6 @@ class SchedulerCache:
         if pi is not None:
             self.affinity_index.remove(key, pi)
         self._changed(node)
-        if not ni.pods_with_affinity:
-            self.affinity_nodes.discard(node)
-        if not ni.pods_with_required_anti_affinity:
-            self.anti_affinity_nodes.discard(node)
         if pi is not None and pi.gang:
             members = self.gang_members.get((pi.namespace, pi.gang))
             if members is not None:
@@ -225,11 +215,6 @@ class SchedulerCache:
         if cursor <= 0 or cursor < self._change_base:
             return end, None
         return end, set(self._change_log[cursor - self._change_base :])
-
-    def nodes_with(self, names: set[str]) -> list[NodeInfo]:
-        """The real nodes among ``names`` (any order, as upstream's lists)."""
-        nodes = self.nodes
-        return [ni for n in names if (ni := nodes.get(n)) is not None and ni.node is not None]
 
     def placed_members(self, namespace: str, gang: str) -> dict[str, str]:
         """Bound and assumed pods of one gang: pod key (uid) -> node name."""

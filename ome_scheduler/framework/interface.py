@@ -80,17 +80,14 @@ class Handle(Protocol):
 
     def get_node_info(self, name: str) -> NodeInfo | None: ...
 
-    def nodes_with_affinity_pods(self) -> Sequence[NodeInfo]:
-        """``HavePodsWithAffinityList``: nodes with a pod that has any pod (anti-)affinity."""
-        ...
-
-    def nodes_with_required_anti_affinity_pods(self) -> Sequence[NodeInfo]:
-        """``HavePodsWithRequiredAntiAffinityList``."""
-        ...
-
     def anti_affinity_terms_for(self, labels: Mapping[str, str]) -> Iterable[tuple[AffinityTerm, NodeInfo]]:
         """Required anti-affinity terms of existing pods on real nodes that may match a pod
         with ``labels`` (a superset: callers check each term), with the node of their pod."""
+        ...
+
+    def pods_with_affinity_score_terms(self) -> Iterable[tuple[PodInfo, NodeInfo]]:
+        """Existing pods on real nodes with required affinity or preferred (anti-)affinity
+        terms: all that can add to the InterPodAffinity score of a pod without terms."""
         ...
 
     def pods_for_selector(self, selector: Selector) -> Iterable[tuple[PodInfo, NodeInfo]]:

@@ -500,8 +500,6 @@ class NodeInfo:
         "requested",
         "non_zero_requested",
         "pods",
-        "pods_with_affinity",
-        "pods_with_required_anti_affinity",
         "used_ports",
         "image_states",
         "pvc_ref_counts",
@@ -518,8 +516,6 @@ class NodeInfo:
         self.requested = Resource()
         self.non_zero_requested = Resource()
         self.pods: dict[str, PodInfo] = {}
-        self.pods_with_affinity: dict[str, PodInfo] = {}
-        self.pods_with_required_anti_affinity: dict[str, PodInfo] = {}
         self.used_ports = HostPortInfo()
         self.image_states: dict[str, ImageState] = {}
         self.pvc_ref_counts: dict[str, int] = {}
@@ -540,10 +536,6 @@ class NodeInfo:
         if key in self.pods:
             self.remove_pod(key)
         self.pods[key] = pi
-        if pi.has_affinity:
-            self.pods_with_affinity[key] = pi
-        if pi.required_anti_affinity_terms:
-            self.pods_with_required_anti_affinity[key] = pi
         self._update(pi, 1)
 
     def remove_pod(self, key: str) -> PodInfo | None:
@@ -551,8 +543,6 @@ class NodeInfo:
         pi = self.pods.pop(key, None)
         if pi is None:
             return None
-        self.pods_with_affinity.pop(key, None)
-        self.pods_with_required_anti_affinity.pop(key, None)
         self._update(pi, -1)
         return pi
 

@@ -16,7 +16,7 @@ Mirrors ``pkg/scheduler/framework/plugins/interpodaffinity/{filtering,scoring,pl
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
@@ -181,26 +181,30 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
                     d = scores.setdefault(term.topology_key, {})
                     d[tv] = d.get(tv, 0) + weight
 
-        # HavePodsWithAffinityList: without constraints of its own, only nodes whose pods
-        # carry affinity terms can contribute.
-        all_nodes = self.handle.node_infos() if has_constraints else self.handle.nodes_with_affinity_pods()
-        for n in all_nodes:
-            pods = n.pods.values() if has_constraints else n.pods_with_affinity.values()
-            if not n.labels:
+        # Upstream walks HavePodsWithAffinityList when the pod has no terms of its own; only
+        # existing pods with required affinity or preferred terms can add anything then, and
+        # the handle lists exactly those.
+        pairs: Iterable[tuple[PodInfo, NodeInfo]]
+        if has_constraints:
+            pairs = ((ep, n) for n in self.handle.node_infos() for ep in n.pods.values())
+        else:
+            pairs = self.handle.pods_with_affinity_score_terms()
+        for ep, n in pairs:
+            labels = n.labels
+            if not labels:
                 continue
-            for ep in pods:
-                for t in pref:
-                    add(t, t.weight, ep.pod, {}, n.labels)
-                for t in pref_anti:
-                    add(t, -t.weight, ep.pod, {}, n.labels)
-                if self.hard_weight > 0:
-                    for t in ep.required_affinity_terms:
-                        add(t, self.hard_weight, pod.pod, ns_labels, n.labels)
-                if not self.ignore_preferred_of_existing:
-                    for t in ep.preferred_affinity_terms:
-                        add(t, t.weight, pod.pod, ns_labels, n.labels)
-                    for t in ep.preferred_anti_affinity_terms:
-                        add(t, -t.weight, pod.pod, ns_labels, n.labels)
+            for t in pref:
+                add(t, t.weight, ep.pod, {}, labels)
+            for t in pref_anti:
+                add(t, -t.weight, ep.pod, {}, labels)
+            if self.hard_weight > 0:
+                for t in ep.required_affinity_terms:
+                    add(t, self.hard_weight, pod.pod, ns_labels, labels)
+            if not self.ignore_preferred_of_existing:
+                for t in ep.preferred_affinity_terms:
+                    add(t, t.weight, pod.pod, ns_labels, labels)
+                for t in ep.preferred_anti_affinity_terms:
+                    add(t, -t.weight, pod.pod, ns_labels, labels)
         if not scores:
             return Status(Code.SKIP)
         state.write(_PRE_SCORE, scores)
