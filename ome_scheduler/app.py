@@ -14,13 +14,19 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
+import ssl
 import sys
 import time
+import urllib.parse
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from ome_scheduler import logs
 from ome_scheduler.cli import Options
-from ome_scheduler.config.load import load_config
+from ome_scheduler.config.load import load_config, validate
 from ome_scheduler.config.types import KubeSchedulerConfiguration
 from ome_scheduler.framework.runtime import ConfigError
 from ome_scheduler.kube.client import KubeClient
@@ -38,13 +44,39 @@ from ome_scheduler.kube.recorder import Recorder
 from ome_scheduler.leader import LeaderElector
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.scheduler import Scheduler
-from ome_scheduler.server import HealthState, Reviews, SecureApp, serve, server_ssl_context
+from ome_scheduler.server import HealthState, Reviews, SecureApp, listen_socket, serve, server_ssl_context
 
 log = logs.get_logger()
 
 
+def validate_flags(opts: Options) -> None:
+    """The per-flag checks of ``Options.Validate`` that pydantic's types do not express.
+
+    Raises:
+        ConfigError: naming the flag.
+    """
+    for flag, value in (
+        ("--leader-elect-lease-duration", opts.leader_elect_lease_duration),
+        ("--leader-elect-renew-deadline", opts.leader_elect_renew_deadline),
+        ("--leader-elect-retry-period", opts.leader_elect_retry_period),
+        ("--pod-max-in-unschedulable-pods-duration", opts.pod_max_in_unschedulable_pods_duration),
+    ):
+        if value is not None and value <= 0:
+            raise ConfigError(f'invalid argument "{value:g}s" for "{flag}" flag: must be greater than zero')
+    lock = opts.leader_elect_resource_lock
+    if lock is not None and lock != "leases":
+        raise ConfigError(
+            f'invalid argument "{lock}" for "--leader-elect-resource-lock" flag: supported values: "leases"'
+        )
+
+
 def apply_flags(cfg: KubeSchedulerConfiguration, opts: Options) -> None:
-    """Flags that override the file (``Options.ApplyTo``): only leader election with --config."""
+    """Flags that override the file (``Options.ApplyTo``): only leader election with --config.
+
+    Raises:
+        ConfigError: a flag is invalid, or the merged leader election is (naming the flags).
+    """
+    validate_flags(opts)
     le = cfg.leader_election
     if opts.leader_elect is not None:
         le.leader_elect = opts.leader_elect
@@ -65,13 +97,21 @@ def apply_flags(cfg: KubeSchedulerConfiguration, opts: Options) -> None:
             cfg.client_connection.qps = opts.kube_api_qps
         if opts.kube_api_burst is not None:
             cfg.client_connection.burst = opts.kube_api_burst
+    validate(cfg, f"{opts.config or 'default configuration'} with the --leader-elect* flags")
 
 
 class App:
     """One scheduler process."""
 
-    def __init__(self, opts: Options, cfg: KubeSchedulerConfiguration, client: KubeClient) -> None:
+    def __init__(
+        self,
+        opts: Options,
+        cfg: KubeSchedulerConfiguration,
+        client: KubeClient,
+        listener: tuple[socket.socket, ssl.SSLContext] | None = None,
+    ) -> None:
         self.opts = opts
+        self.listener = listener
         self.cfg = cfg
         self.client = client
         self.metrics = Metrics()
@@ -90,6 +130,8 @@ class App:
                 on_add=s.on_pod_add,
                 on_update=s.on_pod_update,
                 on_delete=s.on_pod_delete,
+                on_invalid=s.on_pod_invalid,
+                keep_stale=True,
             ),
             Informer(
                 client,
@@ -149,6 +191,7 @@ class App:
             on_add=s.on_pod_group_add,
             on_update=s.on_pod_group_update,
             on_delete=s.on_pod_group_delete,
+            on_invalid=s.on_pod_group_invalid,
         )
         self.ready = asyncio.Event()
         self.stop = asyncio.Event()
@@ -187,12 +230,12 @@ class App:
     async def serve(self) -> None:
         """Run everything until ``stop`` is set, then shut down gracefully (raises _Shutdown)."""
         async with asyncio.TaskGroup() as tg:
-            if self.opts.secure_port:
-                ssl_ctx = server_ssl_context(self.opts.tls_cert_file, self.opts.tls_private_key_file)
+            if self.listener is not None:
+                sock, ssl_ctx = self.listener
                 web = SecureApp(
                     Reviews(self.client), self.metrics.registry, self.health, self.opts.authorization_always_allow_paths
                 )
-                tg.create_task(serve(web, self.opts.bind_address, self.opts.secure_port, ssl_ctx, self.stop))
+                tg.create_task(serve(web, sock, ssl_ctx, self.stop))
             tg.create_task(self.pod_group_informer.run())
             for inf in self.informers:
                 tg.create_task(inf.run())
@@ -250,6 +293,37 @@ class _Shutdown(Exception):
     pass
 
 
+def credentials_error(kubeconfig: str | None, master: str | None, exc: BaseException) -> str:
+    """One line saying why no API client could be built, naming the flag or file at fault."""
+    if master:
+        u = urllib.parse.urlsplit(master)
+        if u.scheme not in ("http", "https") or not u.netloc:
+            return f'invalid argument "{master}" for "--master" flag: not an http(s) URL such as https://10.0.0.1:6443'
+    source = "--kubeconfig" if kubeconfig else "KUBECONFIG"
+    path = kubeconfig or os.environ.get("KUBECONFIG", "")
+    if not path and not master:
+        default = os.path.expanduser("~/.kube/config")
+        if os.path.exists(default):
+            path, source = default, "~/.kube/config"
+        elif not os.environ.get("KUBERNETES_SERVICE_HOST"):
+            return (
+                "no credentials: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, "
+                "or run in a pod with a service account"
+            )
+    if path:
+        for p in path.split(os.pathsep):
+            if p and not os.path.isfile(p):
+                return f"cannot read kubeconfig {p} ({source}): no such file"
+            try:
+                doc = yaml.safe_load(Path(p).read_text(encoding="utf-8")) if p else {}
+            except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError) as err:
+                return f"cannot read kubeconfig {p} ({source}): {err}"
+            if p and not (isinstance(doc, dict) and isinstance(doc.get("clusters"), list)):
+                return f"{p} ({source}) is not a kubeconfig: it needs clusters, users and contexts lists"
+        return f"cannot load credentials from kubeconfig {path} ({source}): {type(exc).__name__}: {exc}"
+    return f"cannot load credentials: {type(exc).__name__}: {exc}"
+
+
 class _NoBinder:
     async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         raise RuntimeError("validation only")
@@ -281,16 +355,39 @@ async def amain(opts: Options) -> int:
     except ConfigError as exc:
         sys.stderr.write(f"Error: invalid configuration: {exc}\n")
         return 1
+    if opts.master:
+        u = urllib.parse.urlsplit(opts.master)
+        if u.scheme not in ("http", "https") or not u.netloc:
+            sys.stderr.write(f"Error: {credentials_error(None, opts.master, ValueError())}\n")
+            return 1
+    listener: tuple[socket.socket, ssl.SSLContext] | None = None
+    if opts.secure_port:
+        try:
+            ctx = server_ssl_context(opts.tls_cert_file, opts.tls_private_key_file)
+        except (ValueError, OSError, ssl.SSLError) as exc:
+            sys.stderr.write(f"Error: invalid serving certificate (--tls-cert-file, --tls-private-key-file): {exc}\n")
+            return 1
+        try:
+            listener = (listen_socket(opts.bind_address, opts.secure_port), ctx)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            sys.stderr.write(
+                f"Error: cannot listen on {opts.bind_address}:{opts.secure_port} (--bind-address, --secure-port): "
+                f"{reason}\n"
+            )
+            return 1
     kubeconfig = opts.kubeconfig or cfg.client_connection.kubeconfig or None
     try:
         client = await KubeClient.connect(
             kubeconfig, qps=cfg.client_connection.qps, burst=cfg.client_connection.burst, master=opts.master
         )
     except Exception as exc:
-        sys.stderr.write(f"Error: cannot load credentials (--kubeconfig): {exc}\n")
+        sys.stderr.write(f"Error: {credentials_error(kubeconfig, opts.master, exc)}\n")
+        if listener is not None:
+            listener[0].close()
         return 1
     try:
-        app = App(opts, cfg, client)
+        app = App(opts, cfg, client, listener)
     except ConfigError as exc:
         sys.stderr.write(f"Error: invalid configuration: {exc}\n")
         await client.close()

@@ -9,12 +9,13 @@ flag or configuration prints one line naming it and exits with status 1 (2 for u
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 from typing import Annotated, Any
 
 from pydantic import AliasChoices, BeforeValidator, Field, ValidationError
-from pydantic_settings import BaseSettings, CliApp, SettingsConfigDict, SettingsError
+from pydantic_settings import BaseSettings, CliApp, CliSettingsSource, SettingsConfigDict, SettingsError
 
 from ome_scheduler.util.durations import parse_go_duration
 
@@ -110,13 +111,39 @@ def normalize_argv(argv: list[str]) -> list[str]:
     return out
 
 
+_METAVARS = {
+    "v": "int",
+    "leader_elect": "bool",
+    "profiling": "bool",
+    "leader_elect_lease_duration": "duration",
+    "leader_elect_renew_deadline": "duration",
+    "leader_elect_retry_period": "duration",
+    "pod_max_in_unschedulable_pods_duration": "duration",
+}
+
+
+def _add_argument(parser: argparse.ArgumentParser, *names: str, **kwargs: Any) -> Any:
+    """Present flags as kube-scheduler does: ``--v``, Go-style value names, no ``null`` defaults."""
+    dest = kwargs.get("dest", "")
+    if names == ("-v",):
+        names = ("--v", "-v")
+    if dest in _METAVARS:
+        kwargs["metavar"] = _METAVARS[dest]
+    elif isinstance(kwargs.get("metavar"), str):
+        kwargs["metavar"] = kwargs["metavar"].replace("{", "").replace(",null}", "").replace("}", "")
+    if isinstance(kwargs.get("help"), str):
+        kwargs["help"] = kwargs["help"].replace(" (default: null)", "")
+    return parser.add_argument(*names, **kwargs)
+
+
 def parse(argv: list[str]) -> Options:
     """Parse flags.
 
     Raises:
         SettingsError: an unknown flag or a bad value; the message names the flag.
     """
-    return CliApp.run(Options, cli_args=normalize_argv(argv))
+    source = CliSettingsSource[Options](Options, add_argument_method=_add_argument, cli_hide_none_type=True)
+    return CliApp.run(Options, cli_args=normalize_argv(argv), cli_settings_source=source)
 
 
 def main(argv: list[str] | None = None) -> None:

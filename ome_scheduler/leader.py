@@ -125,7 +125,7 @@ class LeaderElector:
                     priority=PRIORITY_CRITICAL,
                 )
             except ApiError as exc2:
-                log.info("error creating lease", v=2, error=str(exc2))
+                log.error("error initially creating leader election record", error=str(exc2))
                 return False
             self._observe(_DEC.decode(body), now)
             return True
@@ -151,7 +151,7 @@ class LeaderElector:
         try:
             body = await self.client.put(self.path, current, retries=0, priority=PRIORITY_CRITICAL)
         except ApiError as exc:
-            log.info("failed to update lease", v=2, error=str(exc))
+            log.error("Failed to update lock", error=str(exc))
             return False
         self._observe(_DEC.decode(body), now)
         return True

@@ -26,6 +26,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import chain, compress
 from typing import Any
 
+import msgspec
+
 from ome_scheduler.backend.cache import SchedulerCache
 from ome_scheduler.backend.queue import ProfileQueueing, SchedulingQueue
 from ome_scheduler.config.load import profile_percentage
@@ -46,7 +48,7 @@ from ome_scheduler.framework.runtime import Diagnosis, FitError, Framework, Fram
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import POD_GROUP_LABEL, AffinityTerm, NodeInfo, PodInfo, QueuedPodInfo
 from ome_scheduler.framework.waiting_pods import WaitingPod
-from ome_scheduler.kube.objects import Namespace, Node, Pod, PodGroup
+from ome_scheduler.kube.objects import MetaOnly, Namespace, Node, Pod, PodGroup, PodHead
 from ome_scheduler.logs import enabled, get_logger
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.plugins.gangpack.plugin import OMEGangPack
@@ -54,6 +56,8 @@ from ome_scheduler.plugins.registry import default_plugins, in_tree_registry
 from ome_scheduler.plugins.volumestore import VolumeStore
 from ome_scheduler.util.labels import Selector
 
+_POD_HEAD = msgspec.json.Decoder(PodHead)
+_POD_GROUP_HEAD = msgspec.json.Decoder(MetaOnly)
 log = get_logger()
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -78,6 +82,8 @@ class Scheduler:
         self._gang_index: dict[tuple[str, str], dict[str, PodInfo]] = {}
         self.namespaces: dict[str, Namespace] = {}
         self.pod_groups: dict[str, PodGroup] = {}
+        self.invalid_pod_groups: dict[str, str] = {}
+        """PodGroups that exist but could not be decoded: ``ns/name`` -> error."""
         self.next_start_node_index = 0
         self.frameworks: dict[str, Framework] = {}
         self._binding_tasks: set[asyncio.Task[None]] = set()
@@ -282,16 +288,52 @@ class Scheduler:
         self.queue.move_all_to_active_or_backoff(EVENT_NODE_DELETE, node, None)
 
     def on_pod_group_add(self, pg: PodGroup) -> None:
-        self.pod_groups[f"{pg.metadata.namespace}/{pg.metadata.name}"] = pg
+        key = f"{pg.metadata.namespace}/{pg.metadata.name}"
+        self.pod_groups[key] = pg
+        self.invalid_pod_groups.pop(key, None)
         self._pod_group_event(ClusterEvent(POD_GROUP, ActionType.ADD), None, pg)
 
     def on_pod_group_update(self, old: PodGroup, new: PodGroup) -> None:
-        self.pod_groups[f"{new.metadata.namespace}/{new.metadata.name}"] = new
+        key = f"{new.metadata.namespace}/{new.metadata.name}"
+        self.pod_groups[key] = new
+        self.invalid_pod_groups.pop(key, None)
         self._pod_group_event(ClusterEvent(POD_GROUP, ActionType.UPDATE), old, new)
 
     def on_pod_group_delete(self, pg: PodGroup) -> None:
-        self.pod_groups.pop(f"{pg.metadata.namespace}/{pg.metadata.name}", None)
+        key = f"{pg.metadata.namespace}/{pg.metadata.name}"
+        self.pod_groups.pop(key, None)
+        self.invalid_pod_groups.pop(key, None)
         self._pod_group_event(ClusterEvent(POD_GROUP, ActionType.DELETE), pg, None)
+
+    def on_pod_group_invalid(self, raw: bytes, error: str) -> None:
+        """A PodGroup that cannot be read: remember why, so its members' FailedScheduling says so."""
+        try:
+            md = _POD_GROUP_HEAD.decode(raw).metadata
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return
+        self.invalid_pod_groups[f"{md.namespace}/{md.name}"] = error
+        self.queue.move_all_to_active_or_backoff(ClusterEvent(POD_GROUP, ActionType.UPDATE), None, None)
+
+    def pod_group_error(self, namespace: str, name: str) -> str | None:
+        return self.invalid_pod_groups.get(f"{namespace}/{name}")
+
+    def on_pod_invalid(self, raw: bytes, error: str) -> None:
+        """A pod of ours that cannot be read: it is not scheduled, and says why in an event."""
+        try:
+            head = _POD_HEAD.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return  # not even its name and scheduler are readable
+        if self.recorder is None or head.spec.node_name or head.spec.scheduler_name not in self.frameworks:
+            return
+        md = head.metadata
+        self.recorder.event(
+            Pod(metadata=md),
+            controller=head.spec.scheduler_name,
+            type_="Warning",
+            reason="FailedScheduling",
+            action="Scheduling",
+            note=f"pod {md.namespace}/{md.name} cannot be read: {error}",
+        )
 
     def _pod_group_event(self, ev: ClusterEvent, old: PodGroup | None, new: PodGroup | None) -> None:
         self.queue.move_all_to_active_or_backoff(ev, old, new)

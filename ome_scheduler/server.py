@@ -26,6 +26,7 @@ import datetime
 import hashlib
 import ipaddress
 import os
+import socket
 import ssl
 import time
 from collections import OrderedDict
@@ -92,7 +93,15 @@ def server_ssl_context(cert_file: str | None, key_file: str | None) -> ssl.SSLCo
     if cert_file or key_file:
         if not (cert_file and key_file):
             raise ValueError("--tls-cert-file and --tls-private-key-file must be given together")
-        ctx.load_cert_chain(cert_file, key_file)
+        for path, flag in ((cert_file, "--tls-cert-file"), (key_file, "--tls-private-key-file")):
+            if not os.path.isfile(path):
+                raise ValueError(f"{flag} {path}: no such file")
+        try:
+            ctx.load_cert_chain(cert_file, key_file)
+        except ssl.SSLError as exc:
+            raise ValueError(
+                f"{cert_file} and {key_file} are not a PEM certificate and its private key ({exc.reason or exc})"
+            ) from None
         return ctx
     cert, key = self_signed_pem()
     fd = os.memfd_create("ome-scheduler-serving", os.MFD_CLOEXEC)
@@ -291,10 +300,30 @@ class SecureApp:
         return 404, text, b"404 page not found\n"
 
 
-async def serve(app: SecureApp, bind_address: str, port: int, ssl_context: ssl.SSLContext, stop: asyncio.Event) -> None:
-    """Serve ``app`` over TLS until ``stop`` is set (hypercorn; no signal handlers installed)."""
+def listen_socket(bind_address: str, port: int) -> socket.socket:
+    """Bind the serving TCP socket, early, so a bad address or a busy port fails at start-up.
+
+    Raises:
+        OSError: the address does not resolve (``socket.gaierror``), is not local, or the port
+            is taken.
+    """
+    family = socket.AF_INET6 if ":" in bind_address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((bind_address, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+async def serve(app: SecureApp, sock: socket.socket, ssl_context: ssl.SSLContext, stop: asyncio.Event) -> None:
+    """Serve ``app`` over TLS on the bound ``sock`` until ``stop`` is set (hypercorn; no signal
+    handlers installed)."""
     from hypercorn.asyncio import serve as hserve
-    from hypercorn.config import Config
+    from hypercorn.config import Config, Sockets
 
     class _Cfg(Config):
         def create_ssl_context(self) -> ssl.SSLContext:
@@ -304,9 +333,10 @@ async def serve(app: SecureApp, bind_address: str, port: int, ssl_context: ssl.S
         def ssl_enabled(self) -> bool:
             return True
 
+        def create_sockets(self) -> Sockets:
+            return Sockets([sock], [], [])
+
     cfg = _Cfg()
-    host = f"[{bind_address}]" if ":" in bind_address else bind_address
-    cfg.bind = [f"{host}:{port}"]
     cfg.accesslog = None
     cfg.errorlog = None
     cfg.graceful_timeout = 2.0

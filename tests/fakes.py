@@ -32,6 +32,7 @@ class FakeHandle:
         self.nodes: dict[str, NodeInfo] = {}
         self.pods: dict[str, PodInfo] = {}
         self.groups: dict[str, PodGroup] = {}
+        self.group_errors: dict[str, str] = {}
         self.activated: list[list[str]] = []
         self.waiting: dict[str, FakeWaitingPod] = {}
         self.namespaces: dict[str, Namespace] = {}
@@ -108,6 +109,9 @@ class FakeHandle:
 
     def pod_group(self, namespace: str, name: str) -> PodGroup | None:
         return self.groups.get(f"{namespace}/{name}")
+
+    def pod_group_error(self, namespace: str, name: str) -> str | None:
+        return self.group_errors.get(f"{namespace}/{name}")
 
     def namespace(self, name: str) -> Namespace | None:
         return self.namespaces.get(name)

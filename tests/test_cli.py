@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -95,7 +96,7 @@ def test_bad_flags_exit_with_a_message(args: list[str], needle: str) -> None:
             lambda c: c["leaderElection"].update({"leaderElect": True, "leaseDuration": "5s"}),
             "leaseDuration must be greater than renewDeadline",
         ),
-        (lambda c: c.__setitem__("profiles", []), "profiles: Required value"),
+        (lambda c: c["profiles"].append({"schedulerName": ""}), "profiles[1].schedulerName: Required value"),
         (lambda c: c.__setitem__("podInitialBackoffSeconds", 20), "podMaxBackoffSeconds"),
     ],
 )
@@ -112,11 +113,57 @@ def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
     assert r.returncode == 1 and "--config: cannot read /nonexistent/config.yaml" in r.stderr
     r = run(f"--config={write(tmp_path, 'a: [unclosed')}")
     assert r.returncode == 1 and "is not valid YAML" in r.stderr
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"a:\xff\xfe\n")
+    r = run(f"--config={binary}")
+    assert r.returncode == 1 and "is not UTF-8 text" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = run(f"--config={write(tmp_path, 'a: ' + '[' * 5000 + ']' * 5000)}")
+    assert r.returncode == 1 and "nested too deeply" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_file_without_profiles_gets_the_builtin_profile(tmp_path: Path) -> None:
+    cfg = parse_config({"kind": "KubeSchedulerConfiguration", "clientConnection": {"qps": 100}}, "f")
+    assert [p.scheduler_name for p in cfg.profiles] == ["ome-scheduler"]
+    assert cfg.client_connection.qps == 100
 
 
 def test_missing_credentials_is_a_clear_error(tmp_path: Path) -> None:
-    r = run(f"--config={write(tmp_path, chart_config())}", f"--kubeconfig={tmp_path / 'none'}")
-    assert r.returncode == 1 and "--kubeconfig" in r.stderr
+    r = run(f"--config={write(tmp_path, chart_config())}", f"--kubeconfig={tmp_path / 'none'}", "--secure-port=0")
+    assert r.returncode == 1 and f"cannot read kubeconfig {tmp_path / 'none'} (--kubeconfig): no such file" in r.stderr
+    garbage = tmp_path / "kubeconfig"
+    garbage.write_text("just a string")
+    r = run(f"--kubeconfig={garbage}", "--secure-port=0")
+    assert r.returncode == 1 and "is not a kubeconfig" in r.stderr, r.stderr
+    r = run("--master=not-a-url", "--secure-port=0")
+    assert r.returncode == 1 and '"--master" flag: not an http(s) URL' in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--bind-address=not-an-address"], "cannot listen on not-an-address:"),
+        (["--tls-cert-file=/nonexistent.pem", "--tls-private-key-file=/nonexistent.key"], "/nonexistent.pem"),
+        (["--tls-cert-file=/etc/hostname"], "must be given together"),
+        (["--tls-cert-file=/etc/hostname", "--tls-private-key-file=/etc/hostname"], "not a PEM certificate"),
+        (["--leader-elect-lease-duration=-5s"], '"--leader-elect-lease-duration" flag: must be greater than zero'),
+        (["--leader-elect-renew-deadline=20s"], "leaseDuration must be greater than renewDeadline"),
+        (["--leader-elect-resource-lock=endpoints"], '"--leader-elect-resource-lock" flag: supported values'),
+        (["--pod-max-in-unschedulable-pods-duration=-1s"], "must be greater than zero"),
+    ],
+)
+def test_bad_serving_and_leader_election_flags_fail_before_connecting(args: list[str], needle: str) -> None:
+    r = run("--kubeconfig=/nonexistent", *args)
+    assert r.returncode == 1 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_busy_secure_port_is_a_clear_error() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = run("--bind-address=127.0.0.1", f"--secure-port={port}", "--kubeconfig=/nonexistent")
+    assert r.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in r.stderr, r.stderr
+    assert "Address already in use" in r.stderr
 
 
 def test_builtin_default_config_builds() -> None:

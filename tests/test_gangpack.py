@@ -137,6 +137,11 @@ def test_validation_messages_in_order() -> None:
     pod = members(h, "g", 1)[0]
     _, s, _ = prefilter(p, h, pod)
     assert s is not None and s.code == Code.UNSCHEDULABLE and s.message() == "PodGroup ns/g not resolvable yet"
+    h.group_errors["ns/g"] = "Expected `int`, got `str` - at `$.spec.minMember`"
+    _, s, _ = prefilter(p, h, pod)
+    assert s is not None and s.code == Code.UNSCHEDULABLE
+    assert s.message() == "PodGroup ns/g is invalid: Expected `int`, got `str` - at `$.spec.minMember`"
+    del h.group_errors["ns/g"]
     h.groups["ns/g"] = make_pod_group("g", min_member=0, topology_key=DK)
     assert prefilter(p, h, pod)[1].message() == "PodGroup ns/g must declare a positive minMember"  # type: ignore[union-attr]
     h.groups["ns/g"] = make_pod_group("g", min_member=1)

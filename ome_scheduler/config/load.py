@@ -8,6 +8,7 @@ framework is built). Every error names the offending field path, for example
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,10 @@ def parse_config(data: Any, source: str = "config") -> KubeSchedulerConfiguratio
             f'{source}: apiVersion: Unsupported value: "{data.get("apiVersion")}": supported values: '
             '"kubescheduler.config.k8s.io/v1"'
         )
+    if not data.get("profiles"):
+        # kube-scheduler defaults an absent or empty list to one default profile; ours is the
+        # built-in (chart default) profile.
+        data = {**data, "profiles": copy.deepcopy(DEFAULT_CONFIG["profiles"])}
     try:
         cfg = KubeSchedulerConfiguration.model_validate(data)
     except pydantic.ValidationError as exc:
@@ -147,14 +152,21 @@ def load_config(path: str | None) -> KubeSchedulerConfiguration:
     if path is None:
         return parse_config(DEFAULT_CONFIG, "default configuration")
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"--config: cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"--config: {path} is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"--config: {path} is not valid YAML: {exc}") from None
-    return parse_config(data, path)
+    except RecursionError:
+        raise ConfigError(f"--config: {path} is nested too deeply to be a configuration") from None
+    try:
+        return parse_config(data, path)
+    except RecursionError:
+        raise ConfigError(f"--config: {path} is nested too deeply to be a configuration") from None
 
 
 def profile_percentage(cfg: KubeSchedulerConfiguration, p: Profile) -> int | None:

@@ -7,8 +7,11 @@ Gone`` (too old a version) triggers a relist whose differences are delivered as 
 update and delete events (the latter like ``DeletedFinalStateUnknown``). Transport errors
 back off exponentially up to 30 s. A resource whose API is missing (the PodGroup CRD not
 installed yet: 404) is retried with the same backoff, so a CRD installed later is picked
-up. Each object is decoded into its typed record once; an object that fails to decode is
-logged and skipped, and everything else keeps flowing.
+up. Each object is decoded into its typed record once. An object that fails to decode is
+logged, left out of the store (an older readable version of it is deleted from the store and
+handlers, since it no longer describes the object) and kept in ``invalid`` with its error
+until it is fixed or deleted; ``on_invalid`` lets the owner report it. Everything else keeps
+flowing.
 """
 
 from __future__ import annotations
@@ -65,7 +68,8 @@ class Informer(Generic[T]):
         on_add: Callable[[T], None] | None = None,
         on_update: Callable[[T, T], None] | None = None,
         on_delete: Callable[[T], None] | None = None,
-        on_event_error: Callable[[str, str], None] | None = None,
+        on_invalid: Callable[[bytes, str], None] | None = None,
+        keep_stale: bool = False,
     ) -> None:
         self.client = client
         self.path = path
@@ -78,7 +82,12 @@ class Informer(Generic[T]):
         self.on_add = on_add
         self.on_update = on_update
         self.on_delete = on_delete
-        self.on_event_error = on_event_error
+        self.on_invalid = on_invalid
+        self.keep_stale = keep_stale
+        """Keep an object's last readable version when an update cannot be decoded (pods: the
+        cache must go on counting a bound pod's requests)."""
+        self.invalid: dict[str, str] = {}
+        """Objects that exist but could not be decoded: key -> decode error."""
         self.resource_version = ""
 
     def _decode(self, raw: bytes) -> T | None:
@@ -89,16 +98,19 @@ class Informer(Generic[T]):
                 meta = _META.decode(raw).metadata
                 who = object_key(meta)
             except (msgspec.DecodeError, msgspec.ValidationError):
-                who = "<unknown>"
+                log.error("cannot decode object, skipping it", informer=self.name, error=str(exc))
+                return None
             log.error("cannot decode object, skipping it", informer=self.name, object=who, error=str(exc))
-            if self.on_event_error is not None:
-                self.on_event_error(who, str(exc))
+            self.invalid[who] = str(exc)
+            if self.on_invalid is not None:
+                self.on_invalid(raw, str(exc))
             return None
 
     async def _list(self) -> None:
         items: dict[str, T] = {}
         cont = ""
         rv = ""
+        self.invalid = {}
         while True:
             params = {"limit": "500", **self.params}
             if cont:
@@ -113,6 +125,10 @@ class Informer(Generic[T]):
             cont = lst.metadata.continue_
             if not cont:
                 break
+        if self.keep_stale:
+            for k in self.invalid:
+                if k not in items and k in self.store:
+                    items[k] = self.store[k]
         self._replace(items)
         self.resource_version = rv
 
@@ -158,12 +174,40 @@ class Informer(Generic[T]):
             if st.code == 410:
                 raise _Expired
             raise ApiError(st.code, st.reason, st.message)
+        if ev.type == "DELETED":
+            try:
+                gone: T | None = self.decoder.decode(raw)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                gone = None
+            try:
+                meta = gone.metadata if gone is not None else _META.decode(raw).metadata  # type: ignore[attr-defined]
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                return
+            self.resource_version = meta.resource_version
+            key = object_key(meta)
+            self.invalid.pop(key, None)
+            prev = self.store.pop(key, None)
+            if gone is None:
+                gone = prev  # the last readable version stands in for an unreadable object
+            if gone is not None and self.on_delete is not None:
+                self.on_delete(gone)
+            return
         obj = self._decode(raw)
         if obj is None:
+            try:
+                meta = _META.decode(raw).metadata
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                return  # not even its metadata is readable: nothing to key it by
+            self.resource_version = meta.resource_version
+            if not self.keep_stale:
+                prev = self.store.pop(object_key(meta), None)
+                if prev is not None and self.on_delete is not None:
+                    self.on_delete(prev)
             return
         meta = obj.metadata  # type: ignore[attr-defined]
         self.resource_version = meta.resource_version
         key = object_key(meta)
+        self.invalid.pop(key, None)
         if ev.type == "ADDED" or ev.type == "MODIFIED":
             prev = self.store.get(key)
             self.store[key] = obj
@@ -172,10 +216,6 @@ class Informer(Generic[T]):
                     self.on_add(obj)
             elif self.on_update is not None:
                 self.on_update(prev, obj)
-        elif ev.type == "DELETED":
-            prev = self.store.pop(key, None)
-            if self.on_delete is not None:
-                self.on_delete(obj)
 
     async def run(self) -> None:
         """Run forever: list, then watch; relist on 410; back off on errors."""

@@ -371,3 +371,15 @@ class MetaOnly(_S):
     """Decodes just ``metadata``: bookmarks, and objects that failed a typed decode."""
 
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+
+
+class PodSpecHead(_S):
+    scheduler_name: str = ""
+    node_name: str = ""
+
+
+class PodHead(_S):
+    """What is read of a pod that failed the typed decode: who it is and who schedules it."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: PodSpecHead = msgspec.field(default_factory=PodSpecHead)

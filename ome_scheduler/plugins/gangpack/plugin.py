@@ -232,6 +232,9 @@ class OMEGangPack(
                 self._release(key, c.owner, 0, None, mark_failed=False)
             for k in [k for k in self.failed if k[0] == key]:
                 del self.failed[k]
+            err = self.handle.pod_group_error(ns, name)
+            if err is not None:  # exists but unreadable (the CRD schema would normally prevent it)
+                return None, Status.unschedulable(f"PodGroup {key} is invalid: {err}")
             return None, Status.unschedulable(f"PodGroup {key} not resolvable yet")
         mm = pg.spec.min_member or 0
         if mm <= 0:
