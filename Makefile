@@ -1,13 +1,14 @@
 # Everyday commands. Each target installs what it needs first (Python venv, Kubernetes binaries).
 #   make demo    the documented demo gang on a local real Kubernetes 1.35 control plane
 #   make test    lint, type checks, unit tests and end-to-end tests (what CI runs)
+#   make demo-stop  stop the demo's ome-scheduler, keep the control plane
 #   make down    stop the local control plane and ome-scheduler
 #   make bench   ome-scheduler against kube-scheduler 1.35.4 on one API server (tens of minutes)
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: venv binaries demo down lint unit e2e test bench bench-small microbench clean
+.PHONY: venv binaries demo demo-stop down lint unit e2e test bench bench-small microbench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -22,6 +23,9 @@ binaries:
 
 demo: venv binaries
 	$(BIN)/python -m e2e.demo
+
+demo-stop: venv
+	$(BIN)/python -m e2e.cluster stop ome-scheduler
 
 down: venv
 	$(BIN)/python -m e2e.cluster down

@@ -11,6 +11,7 @@ Command line (from the repository root)::
     python -m e2e.cluster up [--fresh] [--nodes FILE | --no-nodes]
     python -m e2e.cluster status
     eval "$(python -m e2e.cluster env)"
+    python -m e2e.cluster stop [ome-scheduler]   # stop the demo's scheduler, keep the cluster
     python -m e2e.cluster down [--keep]
 
 Binaries come from ``OME_K8S_BIN_DIR``, otherwise from ``e2e/build-binaries.sh`` (which builds
@@ -777,6 +778,21 @@ class Cluster:
             self._stop_group([old])
         return self._spawn(name, argv, None)
 
+    def stop_process(self, name: str) -> bool:
+        """Stop an extra process started with ``start_process`` (SIGTERM, then SIGKILL).
+
+        Returns False when no such process runs. Control-plane components cannot be stopped
+        this way (ValueError): use ``down``.
+        """
+        if name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"):
+            raise ValueError(f"{name} is part of the control plane; stop the whole cluster with down")
+        st = self._require_state()
+        rec = st.components.get(name)
+        if rec is None or not rec.alive():
+            return False
+        self._stop_group([rec])
+        return True
+
     def _alive_fn(self, name: str) -> Callable[[], bool]:
         proc = self._popen.get(name)
         rec = self._require_state().components[name]
@@ -1210,7 +1226,7 @@ class Cluster:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m e2e.cluster up|down|status|env``; returns the exit code."""
+    """``python -m e2e.cluster up|down|stop|status|env``; returns the exit code."""
     parser = argparse.ArgumentParser(prog="python -m e2e.cluster", description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--dir", help="state directory (default: $OME_CLUSTER_DIR or <repo>/.local-cluster)")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -1221,6 +1237,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     g.add_argument("--no-nodes", action="store_true", help="create no nodes")
     p_down = sub.add_parser("down", help="stop the control plane and remove its state")
     p_down.add_argument("--keep", action="store_true", help="keep the state directory (logs, pki, etcd data)")
+    p_stop = sub.add_parser("stop", help="stop one extra process (default: the demo's ome-scheduler)")
+    p_stop.add_argument("name", nargs="?", default="ome-scheduler")
     p_status = sub.add_parser("status", help="show components, PIDs, ports and RSS")
     p_status.add_argument("--json", action="store_true", help="print JSON")
     sub.add_parser("env", help="print export lines for KUBECONFIG and friends")
@@ -1242,6 +1260,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             t = time.monotonic()
             cluster.down(keep=args.keep)
             print(f"# cluster down in {time.monotonic() - t:.1f} s", file=sys.stderr)
+            return 0
+        if args.cmd == "stop":
+            if cluster._state is None:
+                print(f"no cluster in {cluster.state_dir}", file=sys.stderr)
+                return 0
+            try:
+                stopped = cluster.stop_process(args.name)
+            except ValueError as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 1
+            print(f"{args.name}: {'stopped' if stopped else 'not running'}", file=sys.stderr)
             return 0
         if args.cmd == "status":
             st = cluster.status()

@@ -7,7 +7,8 @@
    (``examples/demo/*.yaml``) unchanged.
 4. Print the placement as Step 3 of the guide does, and the pods' events.
 
-The cluster and the scheduler keep running afterwards; ``make down`` stops both.
+The cluster and the scheduler keep running afterwards; ``make demo-stop`` stops the scheduler,
+``make down`` stops both.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def main() -> int:
     )
     print(f"\nThe cluster and ome-scheduler keep running. Try: export KUBECONFIG={c.kubeconfig}")
     print("  kubectl describe pods -n gang-demo -l app=gang-demo")
-    print("Stop everything with: make down")
+    print("Stop only the scheduler with: make demo-stop; stop everything with: make down")
     return 0
 
 
