@@ -585,6 +585,7 @@ def write_report(
             ax.legend()
         fig.tight_layout()
         fig.savefig(png, dpi=100)
+        plt.close(fig)
     except ImportError:
         pass
     return md
