@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -47,14 +48,34 @@ def wait_for(what: str, fn: Callable[[], T | None], timeout: float = 30.0, inter
 
 
 class Api:
-    """Synchronous JSON access to the API server as cluster admin."""
+    """Synchronous JSON access to the API server as cluster admin; safe to share between threads.
+
+    Each thread gets its own ``httpx.Client`` and SSL context: httpcore sets the ALPN protocols
+    on the context for every new connection, and two threads doing so on one shared context
+    can send a malformed ClientHello (the API server answers with a TLS decode_error alert).
+    """
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
-        self.http = httpx.Client(base_url=cluster.server, verify=cluster._ssl_context(), timeout=30.0)
+        self._local = threading.local()
+        self._clients: list[httpx.Client] = []
+        self._lock = threading.Lock()
+
+    @property
+    def http(self) -> httpx.Client:
+        client: httpx.Client | None = getattr(self._local, "client", None)
+        if client is None:
+            client = httpx.Client(base_url=self.cluster.server, verify=self.cluster._ssl_context(), timeout=30.0)
+            self._local.client = client
+            with self._lock:
+                self._clients.append(client)
+        return client
 
     def close(self) -> None:
-        self.http.close()
+        with self._lock:
+            clients, self._clients = self._clients, []
+        for c in clients:
+            c.close()
 
     def _check(self, r: httpx.Response) -> Any:
         if r.status_code >= 400:
