@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 from typing import Any
@@ -89,3 +90,14 @@ spec:
         return cluster.kubectl("get", "namespace", ns, check=False).returncode != 0
 
     _poll(f"namespace {ns} to be deleted", gone, timeout=60)
+
+
+def test_stopping_an_extra_process_leaves_the_cluster_running(cluster: Cluster) -> None:
+    rec = cluster.start_process("sleeper", [sys.executable, "-c", "import time; time.sleep(120)"])
+    assert rec.alive()
+    assert cluster.stop_process("sleeper") is True
+    assert not rec.alive()
+    assert cluster.is_running()  # a stopped extra process does not make `make demo` rebuild the cluster
+    assert cluster.stop_process("sleeper") is False
+    with pytest.raises(ValueError, match="part of the control plane"):
+        cluster.stop_process("etcd")

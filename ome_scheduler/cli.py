@@ -99,13 +99,19 @@ class Options(BaseSettings):
 _GO_FLAG = re.compile(r"^-(-?)([a-z][a-z0-9-]*)(=.*)?$")
 
 
+_BOOL_FLAGS = frozenset({"leader-elect", "profiling"})
+
+
 def normalize_argv(argv: list[str]) -> list[str]:
-    """Accept Go flag spellings: ``--v=4``/``-v 4`` become pydantic-settings' ``-v=4`` (one letter)."""
+    """Accept Go (pflag) spellings: ``--v=4``/``-v 4`` become pydantic-settings' ``-v=4`` (one
+    letter), and a boolean flag without a value (``--leader-elect``) means ``=true``."""
     out: list[str] = []
     for a in argv:
         m = _GO_FLAG.match(a)
         if m and m.group(2) == "v":
             out.append("-v" + (m.group(3) or ""))
+        elif m and m.group(2) in _BOOL_FLAGS and m.group(3) is None:
+            out.append(f"--{m.group(2)}=true")
         else:
             out.append(a)
     return out

@@ -97,6 +97,16 @@ def test_bad_flags_exit_with_a_message(args: list[str], needle: str) -> None:
             "leaseDuration must be greater than renewDeadline",
         ),
         (lambda c: c["profiles"].append({"schedulerName": ""}), "profiles[1].schedulerName: Required value"),
+        (lambda c: c.pop("apiVersion"), "Object 'ApiVersion' is missing"),
+        (lambda c: c.pop("kind"), "Object 'Kind' is missing"),
+        (
+            lambda c: c.__setitem__("kind", "KubeProxyConfiguration"),
+            'kind: Unsupported value: "KubeProxyConfiguration"',
+        ),
+        (
+            lambda c: c["leaderElection"].update({"leaderElect": True, "retryPeriod": "9s"}),
+            "renewDeadline must be greater than retryPeriod*JitterFactor",
+        ),
         (lambda c: c.__setitem__("podInitialBackoffSeconds", 20), "podMaxBackoffSeconds"),
     ],
 )
@@ -122,7 +132,14 @@ def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
 
 
 def test_a_file_without_profiles_gets_the_builtin_profile(tmp_path: Path) -> None:
-    cfg = parse_config({"kind": "KubeSchedulerConfiguration", "clientConnection": {"qps": 100}}, "f")
+    cfg = parse_config(
+        {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"qps": 100},
+        },
+        "f",
+    )
     assert [p.scheduler_name for p in cfg.profiles] == ["ome-scheduler"]
     assert cfg.client_connection.qps == 100
 
@@ -148,12 +165,24 @@ def test_missing_credentials_is_a_clear_error(tmp_path: Path) -> None:
         (["--leader-elect-lease-duration=-5s"], '"--leader-elect-lease-duration" flag: must be greater than zero'),
         (["--leader-elect-renew-deadline=20s"], "leaseDuration must be greater than renewDeadline"),
         (["--leader-elect-resource-lock=endpoints"], '"--leader-elect-resource-lock" flag: supported values'),
+        (["--leader-elect-retry-period=1h"], "renewDeadline must be greater than retryPeriod*JitterFactor"),
         (["--pod-max-in-unschedulable-pods-duration=-1s"], "must be greater than zero"),
     ],
 )
 def test_bad_serving_and_leader_election_flags_fail_before_connecting(args: list[str], needle: str) -> None:
     r = run("--kubeconfig=/nonexistent", *args)
     assert r.returncode == 1 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_bare_boolean_flags_mean_true() -> None:
+    assert normalize_argv(["--leader-elect", "--profiling", "--v", "4"]) == [
+        "--leader-elect=true",
+        "--profiling=true",
+        "-v",
+        "4",
+    ]
+    assert parse(["--leader-elect"]).leader_elect is True
+    assert parse(["--leader-elect=false"]).leader_elect is False
 
 
 def test_a_busy_secure_port_is_a_clear_error() -> None:
@@ -175,4 +204,10 @@ def test_builtin_default_config_builds() -> None:
     s = Scheduler(cfg, metrics=Metrics(), binder=_Binder(), recorder=None)
     assert list(s.frameworks) == ["ome-scheduler"]
     with pytest.raises(ConfigError):
-        parse_config({"kind": "KubeSchedulerConfiguration", "profiles": [{"schedulerName": ""}]})
+        parse_config(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "profiles": [{"schedulerName": ""}],
+            }
+        )

@@ -20,6 +20,9 @@ from ome_scheduler.framework.runtime import ConfigError
 
 DEFAULT_SCHEDULER_NAME = "ome-scheduler"
 
+LEADER_JITTER_FACTOR = 1.2
+"""client-go ``leaderelection.JitterFactor``."""
+
 DEFAULT_CONFIG: dict[str, Any] = {
     "apiVersion": "kubescheduler.config.k8s.io/v1",
     "kind": "KubeSchedulerConfiguration",
@@ -80,7 +83,15 @@ def parse_config(data: Any, source: str = "config") -> KubeSchedulerConfiguratio
     """
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: a KubeSchedulerConfiguration object is required")
-    if data.get("apiVersion") not in (None, "kubescheduler.config.k8s.io/v1"):
+    # The file is decoded by kind, as kube-scheduler's codec does: both fields are required.
+    for field in ("apiVersion", "kind"):
+        if not data.get(field):
+            raise ConfigError(f"{source}: Object '{field[0].upper() + field[1:]}' is missing: set {field}")
+    if data.get("kind") != "KubeSchedulerConfiguration":
+        raise ConfigError(
+            f'{source}: kind: Unsupported value: "{data.get("kind")}": supported values: "KubeSchedulerConfiguration"'
+        )
+    if data.get("apiVersion") != "kubescheduler.config.k8s.io/v1":
         raise ConfigError(
             f'{source}: apiVersion: Unsupported value: "{data.get("apiVersion")}": supported values: '
             '"kubescheduler.config.k8s.io/v1"'
@@ -131,6 +142,13 @@ def validate(cfg: KubeSchedulerConfiguration, source: str = "config") -> None:
             raise ConfigError(
                 f"{source}: leaderElection.leaseDuration: Invalid value: "
                 "leaseDuration must be greater than renewDeadline"
+            )
+        if le.renew_deadline <= LEADER_JITTER_FACTOR * le.retry_period:
+            # client-go's NewLeaderElector refuses this (tools/leaderelection/leaderelection.go):
+            # a leader must get more than one renewal attempt before its deadline.
+            raise ConfigError(
+                f"{source}: leaderElection.renewDeadline: Invalid value: "
+                "renewDeadline must be greater than retryPeriod*JitterFactor (1.2)"
             )
         if le.resource_lock not in ("leases",):
             raise ConfigError(
