@@ -108,9 +108,9 @@ def test_member_times_out_and_gang_recovers(api: Api, scheduler: SchedulerProces
     dk = f"e2e.ome.io/{key}"
     with temp_nodes(api, domain_nodes(key, dk, {"a": 3})):
         api.create_pod_group(pod_group("g", ns, 3, topology_key=dk, timeout=3))
+        api.create_pod(pod("m2", ns, gang="g", anti_affinity_on=HOST, gates=["example.com/hold"]))
         api.create_pod(pod("m0", ns, gang="g", anti_affinity_on=HOST))
         api.create_pod(pod("m1", ns, gang="g", anti_affinity_on=HOST))
-        api.create_pod(pod("m2", ns, gang="g", anti_affinity_on=HOST, gates=["example.com/hold"]))
         msg = wait_message(api, ns, "m0", "rejected due to timeout after waiting 3s at plugin OMEGangPack", timeout=30)
         assert msg.startswith("0/1 nodes are available: 1 ")
         assert not any(p["spec"].get("nodeName") for p in api.pods(ns))
@@ -126,9 +126,12 @@ def test_podgroup_recreated_while_members_wait(api: Api, scheduler: SchedulerPro
     dk = f"e2e.ome.io/{key}"
     with temp_nodes(api, domain_nodes(key, dk, {"a": 3})):
         api.create_pod_group(pod_group("g", ns, 3, topology_key=dk, timeout=600))
+        # The gated member first: it counts as a template (spec §3.3) but never runs PreFilter,
+        # so created after m0 it could leave m0 parked on "waiting for all PodGroup member
+        # templates" with nothing to wake it (an unscheduled pod's Add wakes no sibling).
+        api.create_pod(pod("m2", ns, gang="g", anti_affinity_on=HOST, gates=["example.com/hold"]))
         api.create_pod(pod("m0", ns, gang="g", anti_affinity_on=HOST))
         api.create_pod(pod("m1", ns, gang="g", anti_affinity_on=HOST))
-        api.create_pod(pod("m2", ns, gang="g", anti_affinity_on=HOST, gates=["example.com/hold"]))
         wait_for(
             "m0 nominated while waiting at Permit",
             lambda: api.pod(ns, "m0")["status"].get("nominatedNodeName"),
@@ -176,8 +179,8 @@ def test_domain_emptied_while_gang_forms(api: Api, scheduler: SchedulerProcess, 
     dk = f"e2e.ome.io/{key}"
     with temp_nodes(api, domain_nodes(key, dk, {"a": 2, "b": 3})):
         api.create_pod_group(pod_group("g", ns, 2, topology_key=dk, timeout=600))
-        api.create_pod(pod("m0", ns, gang="g", anti_affinity_on=HOST))
         api.create_pod(pod("m1", ns, gang="g", anti_affinity_on=HOST, gates=["example.com/hold"]))
+        api.create_pod(pod("m0", ns, gang="g", anti_affinity_on=HOST))
         nominated = wait_for(
             "m0 waiting at Permit in domain a",
             lambda: api.pod(ns, "m0")["status"].get("nominatedNodeName"),
@@ -215,8 +218,8 @@ def test_standalone_pod_parked_by_hold_until_it_drains(api: Api, scheduler: Sche
     dk = f"e2e.ome.io/{key}"
     with temp_nodes(api, domain_nodes(key, dk, {"a": 3})):
         api.create_pod_group(pod_group("g", ns, 2, topology_key=dk, timeout=600))
-        api.create_pod(pod("m0", ns, gang="g", anti_affinity_on=HOST))
         api.create_pod(pod("m1", ns, gang="g", anti_affinity_on=HOST, gates=["example.com/hold"]))
+        api.create_pod(pod("m0", ns, gang="g", anti_affinity_on=HOST))
         wait_for("m0 waiting at Permit", lambda: api.pod(ns, "m0")["status"].get("nominatedNodeName"), timeout=20)
         api.create_pod(pod("solo", ns, node_selector={dk: "a"}))
         wait_message(api, ns, "solo", "node is reserved for a forming gang")
@@ -277,8 +280,8 @@ def test_held_domain_gives_reserved_then_no_fit(api: Api, scheduler: SchedulerPr
     with temp_nodes(api, domain_nodes(key, dk, {"a": 2})):
         api.create_pod_group(pod_group("ga", ns, 2, topology_key=dk, timeout=600))
         api.create_pod_group(pod_group("gb", ns, 1, topology_key=dk))
-        api.create_pod(pod("ga-0", ns, gang="ga", anti_affinity_on=HOST))
         api.create_pod(pod("ga-1", ns, gang="ga", anti_affinity_on=HOST, gates=["example.com/hold"]))
+        api.create_pod(pod("ga-0", ns, gang="ga", anti_affinity_on=HOST))
         wait_for("ga-0 waiting at Permit", lambda: api.pod(ns, "ga-0")["status"].get("nominatedNodeName"), timeout=20)
         api.create_pod(pod("gb-0", ns, gang="gb"))
         wait_message(
@@ -296,8 +299,8 @@ def test_topology_key_changed_while_forming(api: Api, scheduler: SchedulerProces
     nodes = [node(f"{key}-x{i}", {k1: "x"}) for i in range(2)] + [node(f"{key}-y{i}", {k2: "y"}) for i in range(2)]
     with temp_nodes(api, nodes):
         api.create_pod_group(pod_group("g", ns, 2, topology_key=k1, timeout=600))
-        api.create_pod(pod("m0", ns, gang="g", anti_affinity_on=HOST))
         api.create_pod(pod("m1", ns, gang="g", anti_affinity_on=HOST, gates=["example.com/hold"]))
+        api.create_pod(pod("m0", ns, gang="g", anti_affinity_on=HOST))
         wait_for("m0 waiting at Permit", lambda: api.pod(ns, "m0")["status"].get("nominatedNodeName"), timeout=20)
         api.patch_pod_group(ns, "g", {"metadata": {"annotations": {"ome.io/topology-key": k2}}})
         api.ungate(ns, "m1")
