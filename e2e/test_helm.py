@@ -207,9 +207,13 @@ def test_chart_rbac_is_enough_to_schedule_and_metrics_reader(
             )
             placed = wait_bound(api, demo_ns, pods, timeout=60)
             assert len(set(placed.values())) == 2
-            for p in pods:
-                ev = [e for e in api.events(demo_ns, p) if e["reason"] == "Scheduled"]
-                assert ev and ev[0]["reportingController"] == RELEASE
+            for p in pods:  # events are written after the Binding
+                ev = wait_for(
+                    f"{p}'s Scheduled event",
+                    lambda p=p: [e for e in api.events(demo_ns, p) if e["reason"] == "Scheduled"],
+                    timeout=15,
+                )
+                assert ev[0]["reportingController"] == RELEASE
             assert "forbidden" not in sched.log().lower(), sched.log()[-2000:]
             allowed = cluster.create_token("prometheus", "monitoring")
             denied = cluster.create_token("intruder", "monitoring")

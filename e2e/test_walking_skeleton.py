@@ -63,8 +63,12 @@ def test_documented_demo_gang(cluster: Cluster, api: Api, scheduler: SchedulerPr
         assert a["node"] != b["node"]
         cliques = {nodes[p["node"]].get("nvidia.com/gpu.clique") for p in placed}
         assert len(cliques) == 1 and None not in cliques
-        for p in placed:
-            notes = api.event_notes("gang-demo", p["name"], "Scheduled")
+        for p in placed:  # events are written after the Binding
+            notes = wait_for(
+                f"{p['name']}'s Scheduled event",
+                lambda p=p: api.event_notes("gang-demo", p["name"], "Scheduled"),
+                timeout=15,
+            )
             assert f"Successfully assigned gang-demo/{p['name']} to {p['node']}" in notes
             ev = [e for e in api.events("gang-demo", p["name"]) if e["reason"] == "Scheduled"][0]
             assert ev["reportingController"] == "ome-scheduler"
@@ -165,8 +169,13 @@ def test_default_scheduler_pods_count_but_are_ignored(api: Api, scheduler: Sched
     with temp_nodes(api, [node(f"{key}-0", {dk: "a"}), node(f"{key}-1", {dk: "a"})]):
         api.create_pod(pod("stock", ns, scheduler="default-scheduler", node_selector={dk: "a"}))
         placed = wait_bound(api, ns, ["stock"])
-        ev = [e for e in api.events(ns, "stock") if e["reason"] == "Scheduled"]
-        assert ev and ev[0]["reportingController"] == "default-scheduler"
+        # kube-scheduler writes its events asynchronously, after the Binding.
+        ev = wait_for(
+            "the stock pod's Scheduled event",
+            lambda: [e for e in api.events(ns, "stock") if e["reason"] == "Scheduled"],
+            timeout=15,
+        )
+        assert ev[0]["reportingController"] == "default-scheduler"
         assert "stock" not in scheduler.log()
         api.create_pod_group(pod_group("g", ns, 2, topology_key=dk))
         for i in range(2):
