@@ -293,12 +293,16 @@ class _Shutdown(Exception):
     pass
 
 
+def master_error(master: str) -> str | None:
+    """Why ``--master`` is not an API server URL, or None when it is one."""
+    u = urllib.parse.urlsplit(master)
+    if u.scheme in ("http", "https") and u.netloc:
+        return None
+    return f'invalid argument "{master}" for "--master" flag: not an http(s) URL such as https://10.0.0.1:6443'
+
+
 def credentials_error(kubeconfig: str | None, master: str | None, exc: BaseException) -> str:
     """One line saying why no API client could be built, naming the flag or file at fault."""
-    if master:
-        u = urllib.parse.urlsplit(master)
-        if u.scheme not in ("http", "https") or not u.netloc:
-            return f'invalid argument "{master}" for "--master" flag: not an http(s) URL such as https://10.0.0.1:6443'
     source = "--kubeconfig" if kubeconfig else "KUBECONFIG"
     path = kubeconfig or os.environ.get("KUBECONFIG", "")
     if not path and not master:
@@ -355,11 +359,9 @@ async def amain(opts: Options) -> int:
     except ConfigError as exc:
         sys.stderr.write(f"Error: invalid configuration: {exc}\n")
         return 1
-    if opts.master:
-        u = urllib.parse.urlsplit(opts.master)
-        if u.scheme not in ("http", "https") or not u.netloc:
-            sys.stderr.write(f"Error: {credentials_error(None, opts.master, ValueError())}\n")
-            return 1
+    if opts.master and (err := master_error(opts.master)) is not None:
+        sys.stderr.write(f"Error: {err}\n")
+        return 1
     listener: tuple[socket.socket, ssl.SSLContext] | None = None
     if opts.secure_port:
         try:

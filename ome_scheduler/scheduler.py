@@ -312,7 +312,10 @@ class Scheduler:
         except (msgspec.DecodeError, msgspec.ValidationError):
             return
         self.invalid_pod_groups[f"{md.namespace}/{md.name}"] = error
-        self.queue.move_all_to_active_or_backoff(ClusterEvent(POD_GROUP, ActionType.UPDATE), None, None)
+        # Wake its members (the queueing hint matches the event object's namespace and name) so
+        # their next FailedScheduling says why; the unreadable spec stays out of every cache.
+        stand_in = PodGroup(metadata=md)
+        self.queue.move_all_to_active_or_backoff(ClusterEvent(POD_GROUP, ActionType.UPDATE), None, stand_in)
 
     def pod_group_error(self, namespace: str, name: str) -> str | None:
         return self.invalid_pod_groups.get(f"{namespace}/{name}")

@@ -9,7 +9,8 @@ back off exponentially up to 30 s. A resource whose API is missing (the PodGroup
 installed yet: 404) is retried with the same backoff, so a CRD installed later is picked
 up. Each object is decoded into its typed record once. An object that fails to decode is
 logged, left out of the store (an older readable version of it is deleted from the store and
-handlers, since it no longer describes the object) and kept in ``invalid`` with its error
+handlers, since it no longer describes the object, unless ``keep_stale`` asks to keep it) and
+kept in ``invalid`` with its error
 until it is fixed or deleted; ``on_invalid`` lets the owner report it. Everything else keeps
 flowing.
 """
