@@ -574,7 +574,6 @@ class Scheduler:
             st = await fw.run_pre_bind(state, assumed, host)
             if st is None:
                 st = await fw.run_bind(state, assumed, host)
-            self.cache.finish_binding(uid)
             if st is not None and not st.is_success():
                 log.info("Failed to bind pod", v=1, pod=assumed.key, error=st.message())
                 self._binding_error(fw, state, q, assumed, host, start, st, None)

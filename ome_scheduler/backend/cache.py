@@ -30,7 +30,6 @@ class _PodState:
     info: PodInfo
     node: str
     assumed: bool
-    binding_finished: bool = False
 
 
 def _zone_of(node: Node) -> str:
@@ -236,11 +235,6 @@ class SchedulerCache:
         self.pods[key] = _PodState(info, node, assumed=True)
         self._account(info, node)
 
-    def finish_binding(self, key: str) -> None:
-        st = self.pods.get(key)
-        if st is not None and st.assumed:
-            st.binding_finished = True
-
     def forget_pod(self, key: str) -> bool:
         """Undo an assumption after a failed Permit or Bind (``ForgetPod``); False if not assumed."""
         st = self.pods.get(key)
@@ -267,10 +261,6 @@ class SchedulerCache:
         st = self.pods.pop(key, None)
         if st is not None:
             self._unaccount(key, st.node)
-
-    def pod_node(self, key: str) -> str | None:
-        st = self.pods.get(key)
-        return st.node if st is not None else None
 
     def counts(self) -> tuple[int, int, int]:
         """(nodes, pods, assumed pods) for ``scheduler_cache_size``."""

@@ -138,7 +138,6 @@ class SchedulingQueue:
         self._events: list[tuple[int, ClusterEvent, Any, Any]] = []
         self._event_seq = itertools.count(1)
         self._wakeup = asyncio.Event()
-        self.scheduling_cycle = 0
         self.closed = False
         self._all_events = [ev for p in profiles.values() for ev in p.hints]
         self._gauge_dirty = True
@@ -372,7 +371,6 @@ class SchedulingQueue:
                 q.attempts += 1
                 q.backoff_expiration = 0.0
                 self.in_flight[_uid(q)] = next(self._event_seq)
-                self.scheduling_cycle += 1
                 profile = q.pod.spec.scheduler_name
                 for plugin in q.unschedulable_plugins | q.pending_plugins:
                     self.metrics.unschedulable_pods.labels(plugin, profile).dec()

@@ -32,13 +32,12 @@ class CycleState:
     ``skip_score_plugins`` record plugins whose PreFilter/PreScore returned Skip.
     """
 
-    __slots__ = ("data", "skip_filter_plugins", "skip_score_plugins", "pods_to_activate", "record_plugin_metrics")
+    __slots__ = ("data", "skip_filter_plugins", "skip_score_plugins", "record_plugin_metrics")
 
     def __init__(self) -> None:
         self.data: dict[str, Any] = {}
         self.skip_filter_plugins: set[str] = set()
         self.skip_score_plugins: set[str] = set()
-        self.pods_to_activate: dict[str, Pod] = {}
         self.record_plugin_metrics = False
 
     def write(self, key: str, value: Any) -> None:

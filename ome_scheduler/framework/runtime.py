@@ -628,9 +628,6 @@ class Framework:
         self._observe("Permit", ret, start)
         return ret
 
-    def will_wait_on_permit(self, pod: PodInfo) -> bool:
-        return self.waiting_pods.get(pod.uid) is not None
-
     async def wait_on_permit(self, pod: PodInfo) -> Status | None:
         """``WaitOnPermit``: block until the waiting pod is allowed or rejected."""
         wp = self.waiting_pods.get(pod.uid)

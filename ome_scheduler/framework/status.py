@@ -91,8 +91,3 @@ class Status:
 
 SUCCESS = None
 """Plugins return ``None`` for Success."""
-
-
-def code_of(status: Status | None) -> Code:
-    """The code of a possibly-``None`` (Success) status."""
-    return Code.SUCCESS if status is None else status.code

@@ -311,7 +311,6 @@ class PodInfo:
         "priority",
         "node_selector_matcher",
         "parse_error",
-        "pvc_names",
         "_shape",
     )
 
@@ -371,11 +370,6 @@ class PodInfo:
         na = aff.node_affinity if aff is not None else None
         required = na.required_during_scheduling_ignored_during_execution if na is not None else None
         self.node_selector_matcher = NodeSelectorMatcher.from_node_selector(required) if required is not None else None
-        self.pvc_names = tuple(
-            v.persistent_volume_claim.claim_name if v.persistent_volume_claim is not None else f"{md.name}-{v.name}"
-            for v in spec.volumes
-            if v.persistent_volume_claim is not None or v.ephemeral is not None
-        )
         self._shape: bytes | None = None
 
     @property
@@ -596,7 +590,6 @@ class QueuedPodInfo:
     unschedulable_plugins: set[str] = field(default_factory=set)
     pending_plugins: set[str] = field(default_factory=set)
     gating_plugin: str = ""
-    created_wall: float = field(default_factory=time.time)
 
     @property
     def pod(self) -> Pod:

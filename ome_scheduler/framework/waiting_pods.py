@@ -9,7 +9,6 @@ the message ``rejected due to timeout after waiting {d} at plugin {p}`` on timeo
 from __future__ import annotations
 
 import asyncio
-import time
 
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import PodInfo
@@ -19,12 +18,11 @@ from ome_scheduler.util.durations import format_go_duration
 class WaitingPod:
     """A pod that passed Reserve and waits at Permit; times are monotonic seconds."""
 
-    __slots__ = ("pod_info", "node", "_pending", "_future", "started")
+    __slots__ = ("pod_info", "node", "_pending", "_future")
 
     def __init__(self, pod_info: PodInfo, node: str, timeouts: dict[str, float]) -> None:
         self.pod_info = pod_info
         self.node = node
-        self.started = time.monotonic()
         loop = asyncio.get_running_loop()
         self._future: asyncio.Future[Status | None] = loop.create_future()
         self._pending: dict[str, asyncio.TimerHandle] = {}

@@ -186,13 +186,6 @@ class KubeClient:
         ctx = await auth.ssl_context()  # type: ignore[no-untyped-call]
         return cls(auth.server, ctx, auth.token, qps=qps, burst=burst, auth=auth)
 
-    @classmethod
-    def from_token(
-        cls, server: str, token: str, ca_file: str | None, *, qps: float = 50.0, burst: int = 100
-    ) -> KubeClient:
-        ctx: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if ca_file else True
-        return cls(server, ctx, token, qps=qps, burst=burst)
-
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()

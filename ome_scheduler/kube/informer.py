@@ -79,7 +79,6 @@ class Informer(Generic[T]):
         self.decoder: msgspec.json.Decoder[T] = msgspec.json.Decoder(typ)
         self.store: dict[str, T] = {}
         self.synced = asyncio.Event()
-        self.available = True
         self.on_add = on_add
         self.on_update = on_update
         self.on_delete = on_delete
@@ -224,7 +223,6 @@ class Informer(Generic[T]):
         while True:
             try:
                 await self._list()
-                self.available = True
                 self.synced.set()
                 backoff = 0.8
                 while True:
@@ -244,7 +242,6 @@ class Informer(Generic[T]):
                 raise
             except ApiError as exc:
                 if exc.code == 404:
-                    self.available = False
                     log.info("resource not served yet, retrying", v=2, informer=self.name, path=self.path)
                 else:
                     log.error("list failed, retrying", informer=self.name, error=str(exc))
