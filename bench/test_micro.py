@@ -17,10 +17,11 @@ from typing import Any
 import msgspec
 import pytest
 
+from ome_scheduler.api.core import Pod
+from ome_scheduler.api.meta import RawWatchEvent
 from ome_scheduler.config.load import parse_config
 from ome_scheduler.framework.interface import CycleState
 from ome_scheduler.framework.types import PodInfo
-from ome_scheduler.kube.objects import Pod, RawWatchEvent
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.scheduler import Scheduler
 from tests.builders import make_node, make_pod, make_pod_group

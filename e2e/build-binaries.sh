@@ -15,6 +15,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/ome-scheduler/bin
 mkdir -p "$cache/current"
 export CGO_ENABLED=0
+# One build at a time per cache: concurrent runs (two checkouts, a test and `make`) wait here
+# and then find the binaries cached instead of writing into the same directory.
+exec 9>"$cache/.lock"
+flock 9
 
 K8S_VERSION=v1.35.4
 ld_k8s="-s -w"
@@ -43,9 +47,11 @@ build() {
   if [ "$missing" = 1 ]; then
     echo "==> building $set ($*) into $dir; a cold build takes minutes" >&2
     local start=$SECONDS
+    local tmp
+    tmp=$(mktemp -d "$dir.tmp.XXXXXX")
     (cd "$here/tools/$set" && go mod download && \
-      go build -trimpath -tags=selinux,notest -ldflags="$ld" -o "$dir.tmp/" "$@") >&2
-    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+      go build -trimpath -tags=selinux,notest -ldflags="$ld" -o "$tmp/" "$@") >&2
+    rm -rf "$dir" && mv "$tmp" "$dir"
     echo "==> $set built in $((SECONDS - start)) s" >&2
   else
     echo "==> $set cached in $dir" >&2

@@ -637,8 +637,8 @@ class _Gen:
         """Pod-level requests no smaller than the containers' aggregate (API validation)."""
         import msgspec
 
+        from ome_scheduler.api.core import Pod
         from ome_scheduler.framework.types import pod_requests
-        from ome_scheduler.kube.objects import Pod
 
         agg = pod_requests(msgspec.convert({"spec": spec}, Pod))
         out = {"cpu": f"{agg.get('cpu', 0) + self.pick([0, 100, 500, 1000])}m"}

@@ -25,79 +25,21 @@ from typing import Any
 import yaml
 
 from ome_scheduler import logs
-from ome_scheduler.cli import Options
-from ome_scheduler.config.load import load_config, validate
+from ome_scheduler.api.core import Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass
+from ome_scheduler.api.scheduling import PodGroup
+from ome_scheduler.config.errors import ConfigError
+from ome_scheduler.config.load import load_config
 from ome_scheduler.config.types import KubeSchedulerConfiguration
-from ome_scheduler.framework.runtime import ConfigError
 from ome_scheduler.kube.client import KubeClient
 from ome_scheduler.kube.informer import Informer
-from ome_scheduler.kube.objects import (
-    Namespace,
-    Node,
-    PersistentVolume,
-    PersistentVolumeClaim,
-    Pod,
-    PodGroup,
-    StorageClass,
-)
 from ome_scheduler.kube.recorder import Recorder
 from ome_scheduler.leader import LeaderElector
 from ome_scheduler.metrics import Metrics
+from ome_scheduler.options import Options, apply_flags
 from ome_scheduler.scheduler import Scheduler
 from ome_scheduler.server import HealthState, Reviews, SecureApp, listen_socket, serve, server_ssl_context
 
 log = logs.get_logger()
-
-
-def validate_flags(opts: Options) -> None:
-    """The per-flag checks of ``Options.Validate`` that pydantic's types do not express.
-
-    Raises:
-        ConfigError: naming the flag.
-    """
-    for flag, value in (
-        ("--leader-elect-lease-duration", opts.leader_elect_lease_duration),
-        ("--leader-elect-renew-deadline", opts.leader_elect_renew_deadline),
-        ("--leader-elect-retry-period", opts.leader_elect_retry_period),
-        ("--pod-max-in-unschedulable-pods-duration", opts.pod_max_in_unschedulable_pods_duration),
-    ):
-        if value is not None and value <= 0:
-            raise ConfigError(f'invalid argument "{value:g}s" for "{flag}" flag: must be greater than zero')
-    lock = opts.leader_elect_resource_lock
-    if lock is not None and lock != "leases":
-        raise ConfigError(
-            f'invalid argument "{lock}" for "--leader-elect-resource-lock" flag: supported values: "leases"'
-        )
-
-
-def apply_flags(cfg: KubeSchedulerConfiguration, opts: Options) -> None:
-    """Flags that override the file (``Options.ApplyTo``): only leader election with --config.
-
-    Raises:
-        ConfigError: a flag is invalid, or the merged leader election is (naming the flags).
-    """
-    validate_flags(opts)
-    le = cfg.leader_election
-    if opts.leader_elect is not None:
-        le.leader_elect = opts.leader_elect
-    if opts.leader_elect_lease_duration is not None:
-        le.lease_duration = opts.leader_elect_lease_duration
-    if opts.leader_elect_renew_deadline is not None:
-        le.renew_deadline = opts.leader_elect_renew_deadline
-    if opts.leader_elect_retry_period is not None:
-        le.retry_period = opts.leader_elect_retry_period
-    if opts.leader_elect_resource_lock is not None:
-        le.resource_lock = opts.leader_elect_resource_lock
-    if opts.leader_elect_resource_name is not None:
-        le.resource_name = opts.leader_elect_resource_name
-    if opts.leader_elect_resource_namespace is not None:
-        le.resource_namespace = opts.leader_elect_resource_namespace
-    if opts.config is None:
-        if opts.kube_api_qps is not None:
-            cfg.client_connection.qps = opts.kube_api_qps
-        if opts.kube_api_burst is not None:
-            cfg.client_connection.burst = opts.kube_api_burst
-    validate(cfg, f"{opts.config or 'default configuration'} with the --leader-elect* flags")
 
 
 class App:

@@ -1,155 +1,19 @@
-"""Command line: kube-scheduler's flag names, parsed with pydantic-settings.
+"""The ``ome-scheduler`` command: parse the flags, then run the scheduler.
 
-The flags mirror ``cmd/kube-scheduler/app/options`` (``--config``, ``--kubeconfig``, ``--v``,
-``--bind-address``, ``--secure-port``, ``--leader-elect*``, ``--kube-api-qps``...). As in
-kube-scheduler, when ``--config`` is given only the leader-election flags override the
-file. Every flag can also be set through an ``OME_SCHEDULER_*`` environment variable. A bad
-flag or configuration prints one line naming it and exits with status 1 (2 for usage).
+Mirrors ``cmd/kube-scheduler/app/server.go``'s ``NewSchedulerCommand``: flags come from
+:mod:`ome_scheduler.options`; a usage error exits with status 2, an invalid configuration
+with 1 (``ome_scheduler.app``), a clean shutdown with 0.
 """
 
 from __future__ import annotations
 
-import argparse
-import re
 import sys
-from typing import Annotated, Any
 
-from pydantic import AliasChoices, BeforeValidator, Field, ValidationError
-from pydantic_settings import BaseSettings, CliApp, CliSettingsSource, SettingsConfigDict, SettingsError
+from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
-from ome_scheduler.util.durations import parse_go_duration
-
-
-def _duration(v: Any) -> Any:
-    if isinstance(v, str):
-        return parse_go_duration(v)
-    return v
-
-
-def _bool(v: Any) -> Any:
-    if isinstance(v, str):
-        low = v.lower()
-        if low in ("true", "1", "t", "yes"):
-            return True
-        if low in ("false", "0", "f", "no"):
-            return False
-    return v
-
-
-Duration = Annotated[float | None, BeforeValidator(_duration)]
-Bool = Annotated[bool | None, BeforeValidator(_bool)]
-
-
-class Options(BaseSettings):
-    """ome-scheduler runs a Kubernetes scheduler for gangs of pods (kube-scheduler's flags)."""
-
-    model_config = SettingsConfigDict(
-        env_prefix="OME_SCHEDULER_",
-        cli_kebab_case=True,
-        cli_prog_name="ome-scheduler",
-        cli_implicit_flags=False,
-        cli_exit_on_error=False,
-        extra="forbid",
-    )
-
-    config: str | None = Field(default=None, description="The path to the KubeSchedulerConfiguration file.")
-    kubeconfig: str | None = Field(
-        default=None, description="Path to kubeconfig (default: KUBECONFIG, ~/.kube/config, in-cluster)."
-    )
-    master: str | None = Field(default=None, description="The address of the API server (overrides the kubeconfig).")
-    v: int = Field(default=2, ge=0, description="Log verbosity, klog style (4: gang placement trace).")
-    logging_format: str = Field(default="text", description='Log format: "text" or "json".')
-    bind_address: str = Field(default="0.0.0.0", description="The IP address on which to serve HTTPS.")
-    secure_port: int = Field(
-        default=10259,
-        ge=0,
-        le=65535,
-        description="HTTPS port for /healthz, /readyz, /livez, /metrics; 0 disables serving.",
-    )
-    tls_cert_file: str | None = Field(
-        default=None, description="x509 certificate for HTTPS (default: self-signed, in memory)."
-    )
-    tls_private_key_file: str | None = Field(default=None, description="x509 private key matching --tls-cert-file.")
-    authorization_always_allow_paths: list[str] = Field(
-        default=["/healthz", "/readyz", "/livez"], description="Paths served without authorization."
-    )
-    leader_elect: Bool = Field(default=None, description="Start a leader election client and schedule only as leader.")
-    leader_elect_lease_duration: Duration = Field(default=None, description="Lease duration (Go duration, e.g. 15s).")
-    leader_elect_renew_deadline: Duration = Field(default=None, description="Renew deadline (e.g. 10s).")
-    leader_elect_retry_period: Duration = Field(default=None, description="Retry period (e.g. 2s).")
-    leader_elect_resource_lock: str | None = Field(default=None, description='Lock type; only "leases".')
-    leader_elect_resource_name: str | None = Field(default=None, description="Lease name.")
-    leader_elect_resource_namespace: str | None = Field(default=None, description="Lease namespace.")
-    kube_api_qps: float | None = Field(default=None, ge=0, description="API client QPS (ignored with --config).")
-    kube_api_burst: int | None = Field(default=None, ge=0, description="API client burst (ignored with --config).")
-    pod_max_in_unschedulable_pods_duration: Duration = Field(
-        default=None,
-        validation_alias=AliasChoices("pod_max_in_unschedulable_pods_duration"),
-        description="How long a pod may stay unschedulable before it is retried anyway (default 5m).",
-    )
-    authentication_kubeconfig: str | None = Field(
-        default=None, description="Accepted for compatibility; the main kubeconfig is used."
-    )
-    authorization_kubeconfig: str | None = Field(
-        default=None, description="Accepted for compatibility; the main kubeconfig is used."
-    )
-    profiling: Bool = Field(default=None, description="Accepted for compatibility; profiling is not served.")
-
-
-_GO_FLAG = re.compile(r"^-(-?)([a-z][a-z0-9-]*)(=.*)?$")
-
-
-_BOOL_FLAGS = frozenset({"leader-elect", "profiling"})
-
-
-def normalize_argv(argv: list[str]) -> list[str]:
-    """Accept Go (pflag) spellings: ``--v=4``/``-v 4`` become pydantic-settings' ``-v=4`` (one
-    letter), and a boolean flag without a value (``--leader-elect``) means ``=true``."""
-    out: list[str] = []
-    for a in argv:
-        m = _GO_FLAG.match(a)
-        if m and m.group(2) == "v":
-            out.append("-v" + (m.group(3) or ""))
-        elif m and m.group(2) in _BOOL_FLAGS and m.group(3) is None:
-            out.append(f"--{m.group(2)}=true")
-        else:
-            out.append(a)
-    return out
-
-
-_METAVARS = {
-    "v": "int",
-    "leader_elect": "bool",
-    "profiling": "bool",
-    "leader_elect_lease_duration": "duration",
-    "leader_elect_renew_deadline": "duration",
-    "leader_elect_retry_period": "duration",
-    "pod_max_in_unschedulable_pods_duration": "duration",
-}
-
-
-def _add_argument(parser: argparse.ArgumentParser, *names: str, **kwargs: Any) -> Any:
-    """Present flags as kube-scheduler does: ``--v``, Go-style value names, no ``null`` defaults."""
-    dest = kwargs.get("dest", "")
-    if names == ("-v",):
-        names = ("--v", "-v")
-    if dest in _METAVARS:
-        kwargs["metavar"] = _METAVARS[dest]
-    elif isinstance(kwargs.get("metavar"), str):
-        kwargs["metavar"] = kwargs["metavar"].replace("{", "").replace(",null}", "").replace("}", "")
-    if isinstance(kwargs.get("help"), str):
-        kwargs["help"] = kwargs["help"].replace(" (default: null)", "")
-    return parser.add_argument(*names, **kwargs)
-
-
-def parse(argv: list[str]) -> Options:
-    """Parse flags.
-
-    Raises:
-        SettingsError: an unknown flag or a bad value; the message names the flag.
-    """
-    source = CliSettingsSource[Options](Options, add_argument_method=_add_argument, cli_hide_none_type=True)
-    return CliApp.run(Options, cli_args=normalize_argv(argv), cli_settings_source=source)
+from ome_scheduler.app import run
+from ome_scheduler.options import parse
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -165,6 +29,4 @@ def main(argv: list[str] | None = None) -> None:
         flag = "--" + str(e["loc"][0]).replace("_", "-") if e["loc"] else "?"
         sys.stderr.write(f'Error: invalid argument "{e.get("input")}" for "{flag}" flag: {e["msg"]}\n')
         raise SystemExit(2) from None
-    from ome_scheduler.app import run
-
     raise SystemExit(run(opts))

@@ -28,6 +28,9 @@ from typing import Any
 
 import msgspec
 
+from ome_scheduler.api.core import Namespace, Node, Pod, PodHead
+from ome_scheduler.api.meta import MetaOnly
+from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.backend.cache import SchedulerCache
 from ome_scheduler.backend.queue import ProfileQueueing, SchedulingQueue
 from ome_scheduler.config.load import profile_percentage
@@ -43,12 +46,11 @@ from ome_scheduler.framework.events import (
     node_scheduling_properties_change,
     pod_scheduling_properties_change,
 )
-from ome_scheduler.framework.interface import CycleState
-from ome_scheduler.framework.runtime import Diagnosis, FitError, Framework, FrameworkOptions
+from ome_scheduler.framework.interface import CycleState, FrameworkOptions
+from ome_scheduler.framework.runtime import Diagnosis, FitError, Framework
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import POD_GROUP_LABEL, AffinityTerm, NodeInfo, PodInfo, QueuedPodInfo
 from ome_scheduler.framework.waiting_pods import WaitingPod
-from ome_scheduler.kube.objects import MetaOnly, Namespace, Node, Pod, PodGroup, PodHead
 from ome_scheduler.logs import enabled, get_logger
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.plugins.gangpack.plugin import OMEGangPack
@@ -94,7 +96,8 @@ class Scheduler:
                 scheduler_name=profile.scheduler_name,
                 metrics=metrics,
                 parallelism=cfg.parallelism,
-                extra={"binder": binder},
+                binder=binder,
+                api_writer=binder,
             )
             fw = Framework(profile, default_plugins(), registry, self, opts, i)
             fw.percentage_of_nodes_to_score = profile_percentage(cfg, profile)

@@ -7,8 +7,9 @@ from typing import Any
 
 import msgspec
 
+from ome_scheduler.api.core import Node, Pod
+from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.framework.types import NodeInfo, PodInfo
-from ome_scheduler.kube.objects import Node, Pod, PodGroup
 
 _uid = 0
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ome_scheduler.api.core import Namespace, Node, Pod
+from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.framework.types import AffinityTerm, NodeInfo, PodInfo
-from ome_scheduler.kube.objects import Namespace, Node, Pod, PodGroup
 from ome_scheduler.util.labels import Selector
 
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import msgspec
 
+from ome_scheduler.api.core import Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass
 from ome_scheduler.config.load import DEFAULT_CONFIG, parse_config
 from ome_scheduler.framework.interface import CycleState
 from ome_scheduler.framework.runtime import FitError
 from ome_scheduler.framework.types import PodInfo
-from ome_scheduler.kube.objects import Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.scheduler import NoNodesAvailable, Scheduler
 

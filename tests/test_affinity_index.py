@@ -7,9 +7,9 @@ from typing import Any
 
 import msgspec
 
+from ome_scheduler.api.meta import LabelSelector
 from ome_scheduler.backend.cache import SchedulerCache
 from ome_scheduler.framework.types import PodInfo
-from ome_scheduler.kube.objects import LabelSelector
 from ome_scheduler.util.labels import Selector
 from tests.builders import make_node, make_pod
 

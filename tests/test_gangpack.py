@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ome_scheduler.framework.interface import CycleState, NodeToStatus
-from ome_scheduler.framework.runtime import ConfigError, FrameworkOptions
+from ome_scheduler.config.errors import ConfigError
+from ome_scheduler.framework.interface import CycleState, FrameworkOptions, NodeToStatus
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import PodInfo
 from ome_scheduler.metrics import Metrics

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any, cast
 
+from ome_scheduler.api.core import Pod
 from ome_scheduler.kube.client import KubeClient
 from ome_scheduler.kube.informer import Informer
-from ome_scheduler.kube.objects import Pod
 
 
 def _pod(rv: str, containers: Any, node: str = "") -> dict[str, Any]:

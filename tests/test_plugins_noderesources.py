@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from ome_scheduler.config.errors import ConfigError
 from ome_scheduler.framework.interface import CycleState
-from ome_scheduler.framework.runtime import ConfigError
 from ome_scheduler.framework.types import PodInfo, pod_requests
 from ome_scheduler.plugins.noderesources.balanced_allocation import NodeResourcesBalancedAllocation, balanced_score
 from ome_scheduler.plugins.noderesources.fit import NodeResourcesFit, broken_linear, resource_score

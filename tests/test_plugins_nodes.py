@@ -5,11 +5,11 @@ from __future__ import annotations
 import msgspec
 import pytest
 
+from ome_scheduler.api.core import Pod
+from ome_scheduler.config.errors import ConfigError
 from ome_scheduler.framework.interface import CycleState
-from ome_scheduler.framework.runtime import ConfigError
 from ome_scheduler.framework.status import Code
 from ome_scheduler.framework.types import HostPortInfo, PodInfo
-from ome_scheduler.kube.objects import Pod
 from ome_scheduler.plugins.imagelocality import ImageLocality, calculate_priority, normalized_image_name
 from ome_scheduler.plugins.nodeaffinity import NodeAffinity
 from ome_scheduler.plugins.tainttoleration import TaintToleration

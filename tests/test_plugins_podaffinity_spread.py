@@ -283,7 +283,7 @@ def test_system_default_constraints_need_a_workload_selector() -> None:
     ],
 )
 def test_spread_args_validation(args: dict[str, Any], msg: str) -> None:
-    from ome_scheduler.framework.runtime import ConfigError
+    from ome_scheduler.config.errors import ConfigError
 
     cfg = chart_config()
     cfg["profiles"][0]["pluginConfig"].append({"name": "PodTopologySpread", "args": args})
@@ -302,7 +302,7 @@ def test_list_default_constraints_use_the_handle_selector() -> None:
     for name, zone in (("a1", "a"), ("b1", "b")):
         h.add_node(node(name, {ZONE: zone}))
     h.bind(web("w1", "a1"), "a1")
-    from ome_scheduler.kube.objects import TopologySpreadConstraint
+    from ome_scheduler.api.core import TopologySpreadConstraint
 
     pl = PodTopologySpread(
         h, [TopologySpreadConstraint(max_skew=1, topology_key=ZONE, when_unsatisfiable="DoNotSchedule")], False

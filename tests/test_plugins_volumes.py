@@ -187,7 +187,7 @@ def test_claim_without_known_class_is_an_error() -> None:
 def test_pv_node_affinity_ignores_match_fields_like_upstream() -> None:
     import msgspec
 
-    from ome_scheduler.kube.objects import PersistentVolume
+    from ome_scheduler.api.core import PersistentVolume
 
     v = msgspec.convert(
         {
@@ -261,7 +261,7 @@ def test_reserve_assumes_and_prebind_writes_then_waits() -> None:
             assert old is not None
             import msgspec
 
-            from ome_scheduler.kube.objects import ObjectReference
+            from ome_scheduler.api.core import ObjectReference
 
             bound = msgspec.structs.replace(
                 old,

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ome_scheduler.api.core import Node
 from ome_scheduler.backend.affinity_index import AffinityIndex
 from ome_scheduler.framework.types import ImageState, NodeInfo, PodInfo
-from ome_scheduler.kube.objects import Node
 
 CHANGE_LOG_MAX = 200_000
 ZONE_LABEL = "topology.kubernetes.io/zone"

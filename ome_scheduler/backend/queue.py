@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ome_scheduler.api.core import Pod
 from ome_scheduler.framework.events import (
     EVENT_ASSIGNED_POD_ADD,
     EVENT_FORCE_ACTIVATE,
@@ -36,7 +37,6 @@ from ome_scheduler.framework.events import (
     pod_scheduling_properties_change,
 )
 from ome_scheduler.framework.types import PodInfo, QueuedPodInfo
-from ome_scheduler.kube.objects import Pod
 from ome_scheduler.logs import get_logger
 from ome_scheduler.metrics import Metrics
 

@@ -15,8 +15,8 @@ from typing import Any
 import pydantic
 import yaml
 
+from ome_scheduler.config.errors import ConfigError
 from ome_scheduler.config.types import KubeSchedulerConfiguration, LeaderElection, Profile
-from ome_scheduler.framework.runtime import ConfigError
 
 DEFAULT_SCHEDULER_NAME = "ome-scheduler"
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Any
 
-from ome_scheduler.kube.objects import Node, Pod
+from ome_scheduler.api.core import Node, Pod
 
 
 class ActionType(IntFlag):

@@ -9,7 +9,8 @@ Score and NormalizeScore work on the whole node list in one call, and Success is
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ome_scheduler.framework.events import ClusterEventWithHint
@@ -17,8 +18,10 @@ from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import AffinityTerm, NodeInfo, PodInfo, QueuedPodInfo
 
 if TYPE_CHECKING:
+    from ome_scheduler.api.core import Namespace, Pod
+    from ome_scheduler.api.scheduling import PodGroup
     from ome_scheduler.framework.waiting_pods import WaitingPod
-    from ome_scheduler.kube.objects import Namespace, Pod, PodGroup
+    from ome_scheduler.metrics import Metrics
     from ome_scheduler.util.labels import Selector
 
 MAX_NODE_SCORE = 100
@@ -220,3 +223,38 @@ class BindPlugin(Plugin):
 class PostBindPlugin(Plugin):
     def post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
         raise NotImplementedError
+
+
+class Binder(Protocol):
+    """The port DefaultBinder binds through (``kube.client.KubeClient`` in production)."""
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        """POST ``pods/{name}/binding`` to ``node``; raises on any API failure."""
+        ...
+
+
+class ApiWriter(Protocol):
+    """The port VolumeBinding's PreBind patches PersistentVolumes and claims through."""
+
+    async def patch(self, path: str, body: Any, content_type: str = ..., **kw: Any) -> bytes:
+        """JSON merge PATCH of ``path``; raises on API errors."""
+        ...
+
+
+@dataclass
+class FrameworkOptions:
+    """What plugin constructors may read besides their own arguments and the Handle.
+
+    ``binder`` and ``api_writer`` are None when plugins are built only to validate a
+    configuration (``ome-scheduler`` checks every profile before it connects).
+    """
+
+    scheduler_name: str
+    metrics: Metrics
+    parallelism: int = 16
+    binder: Binder | None = None
+    api_writer: ApiWriter | None = None
+
+
+PluginFactory = Callable[[Any, Handle, FrameworkOptions], Plugin]
+"""``frameworkruntime.PluginFactory``: (decoded arguments or None, Handle, options) -> plugin."""

@@ -11,10 +11,11 @@ upstream's ``0/N nodes are available: ...``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ome_scheduler.config.errors import ConfigError
 from ome_scheduler.config.types import PluginRef, Plugins, PluginSet, Profile
 from ome_scheduler.framework.events import ClusterEvent, ClusterEventWithHint
 from ome_scheduler.framework.interface import (
@@ -22,10 +23,12 @@ from ome_scheduler.framework.interface import (
     BindPlugin,
     CycleState,
     FilterPlugin,
+    FrameworkOptions,
     Handle,
     NodeToStatus,
     PermitPlugin,
     Plugin,
+    PluginFactory,
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
@@ -39,25 +42,6 @@ from ome_scheduler.framework.interface import (
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.framework.waiting_pods import WaitingPod, WaitingPodsMap
-from ome_scheduler.metrics import Metrics
-
-
-class ConfigError(ValueError):
-    """An invalid configuration; the message names the offending argument."""
-
-
-PluginFactory = Callable[[dict[str, Any] | None, Handle, "FrameworkOptions"], Plugin]
-
-
-@dataclass
-class FrameworkOptions:
-    """What plugin constructors may read besides their own args."""
-
-    scheduler_name: str
-    metrics: Metrics
-    parallelism: int = 16
-    extra: dict[str, Any] = field(default_factory=dict)
-
 
 _POINTS: tuple[tuple[str, type[Plugin]], ...] = (
     ("preEnqueue", PreEnqueuePlugin),

@@ -16,7 +16,7 @@ from functools import lru_cache
 
 import msgspec
 
-from ome_scheduler.kube.objects import Node, Pod, PodAffinityTerm, Taint, WeightedPodAffinityTerm
+from ome_scheduler.api.core import Node, Pod, PodAffinityTerm, Taint, WeightedPodAffinityTerm
 from ome_scheduler.util.labels import NodeSelectorMatcher, Selector
 from ome_scheduler.util.quantity import milli_value, value
 

@@ -37,7 +37,7 @@ from typing import Any
 import aiohttp
 import msgspec
 
-from ome_scheduler.kube.objects import Status
+from ome_scheduler.api.meta import Status
 
 USER_AGENT = "ome-scheduler/0.1.0"
 _STATUS = msgspec.json.Decoder(Status)

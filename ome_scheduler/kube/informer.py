@@ -24,8 +24,8 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from ome_scheduler.api.meta import ListMeta, MetaOnly, RawWatchEvent, Status
 from ome_scheduler.kube.client import TRANSPORT_ERRORS, ApiError, KubeClient
-from ome_scheduler.kube.objects import ListMeta, MetaOnly, RawWatchEvent, Status
 from ome_scheduler.logs import get_logger
 
 T = TypeVar("T")

@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ome_scheduler.api.core import Pod
 from ome_scheduler.kube.client import PRIORITY_EVENTS, PRIORITY_STATUS, ApiError, KubeClient, hostname
-from ome_scheduler.kube.objects import Pod
 from ome_scheduler.logs import get_logger
 from ome_scheduler.util.timestamps import now_micro, now_rfc3339
 

@@ -7,18 +7,11 @@ framework stays free of Kubernetes clients.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
-from ome_scheduler.framework.interface import BindPlugin, CycleState, Handle
-from ome_scheduler.framework.runtime import FrameworkOptions
+from ome_scheduler.framework.interface import Binder, BindPlugin, CycleState, FrameworkOptions, Handle
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import PodInfo
-
-
-class Binder(Protocol):
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
-        """POST ``pods/{name}/binding``; raises on any API failure."""
-        ...
 
 
 class DefaultBinder(BindPlugin):
@@ -36,7 +29,7 @@ class DefaultBinder(BindPlugin):
 
     @classmethod
     def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> DefaultBinder:
-        binder = options.extra.get("binder")
+        binder = options.binder
         if binder is None:
             raise RuntimeError("DefaultBinder needs a binder")
         return cls(binder)

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ome_scheduler.framework.interface import CycleState, Handle, NodeToStatus, PostFilterPlugin
-from ome_scheduler.framework.runtime import FrameworkOptions
+from ome_scheduler.framework.interface import CycleState, FrameworkOptions, Handle, NodeToStatus, PostFilterPlugin
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import PodInfo
 from ome_scheduler.logs import get_logger

@@ -20,8 +20,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ome_scheduler.framework.interface import CycleState, Handle, NodeToStatus, PostFilterPlugin, PreFilterPlugin
-from ome_scheduler.framework.runtime import FrameworkOptions
+from ome_scheduler.framework.interface import (
+    CycleState,
+    FrameworkOptions,
+    Handle,
+    NodeToStatus,
+    PostFilterPlugin,
+    PreFilterPlugin,
+)
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from ome_scheduler.api.core import Taint, Toleration
 from ome_scheduler.framework.interface import MAX_NODE_SCORE
-from ome_scheduler.kube.objects import Taint, Toleration
 
 
 def tolerates(t: Toleration, taint: Taint) -> bool:

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ome_scheduler.framework.interface import MAX_NODE_SCORE, CycleState, Handle, ScorePlugin
-from ome_scheduler.framework.runtime import FrameworkOptions
+from ome_scheduler.framework.interface import MAX_NODE_SCORE, CycleState, FrameworkOptions, Handle, ScorePlugin
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 
 MB = 1024 * 1024

@@ -19,20 +19,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ome_scheduler.api.core import Node, Pod
+from ome_scheduler.config.errors import ConfigError
 from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
 from ome_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     CycleState,
     FilterPlugin,
+    FrameworkOptions,
     Handle,
     PreFilterPlugin,
     PreScorePlugin,
     ScorePlugin,
 )
-from ome_scheduler.framework.runtime import ConfigError, FrameworkOptions
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import AffinityTerm, NodeInfo, PodInfo
-from ome_scheduler.kube.objects import Node, Pod
 
 ERR_REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
 ERR_REASON_AFFINITY = "node(s) didn't match pod affinity rules"

@@ -16,20 +16,21 @@ from typing import Any
 
 import msgspec
 
+from ome_scheduler.api.core import Node, Pod, PreferredSchedulingTerm
+from ome_scheduler.api.core import NodeAffinity as NodeAffinitySpec
+from ome_scheduler.config.errors import ConfigError
 from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
 from ome_scheduler.framework.interface import (
     CycleState,
     FilterPlugin,
+    FrameworkOptions,
     Handle,
     PreFilterPlugin,
     PreScorePlugin,
     ScorePlugin,
 )
-from ome_scheduler.framework.runtime import ConfigError, FrameworkOptions
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
-from ome_scheduler.kube.objects import Node, Pod, PreferredSchedulingTerm
-from ome_scheduler.kube.objects import NodeAffinity as NodeAffinitySpec
 from ome_scheduler.plugins.helper import default_normalize_score
 from ome_scheduler.util.labels import NodeSelectorMatcher, compile_term, term_matches
 

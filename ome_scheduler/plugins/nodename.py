@@ -8,8 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint
-from ome_scheduler.framework.interface import CycleState, FilterPlugin, Handle
-from ome_scheduler.framework.runtime import FrameworkOptions
+from ome_scheduler.framework.interface import CycleState, FilterPlugin, FrameworkOptions, Handle
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 

@@ -11,12 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ome_scheduler.api.core import Pod
 from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
-from ome_scheduler.framework.interface import CycleState, FilterPlugin, Handle, PreFilterPlugin
-from ome_scheduler.framework.runtime import FrameworkOptions
+from ome_scheduler.framework.interface import CycleState, FilterPlugin, FrameworkOptions, Handle, PreFilterPlugin
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import HostPortInfo, NodeInfo, PodInfo
-from ome_scheduler.kube.objects import Pod
 
 ERR_REASON = "node(s) didn't have free ports for the requested pod ports"
 

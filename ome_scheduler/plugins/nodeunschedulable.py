@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ome_scheduler.api.core import Node, Pod, Taint
 from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
-from ome_scheduler.framework.interface import CycleState, FilterPlugin, Handle
-from ome_scheduler.framework.runtime import FrameworkOptions
+from ome_scheduler.framework.interface import CycleState, FilterPlugin, FrameworkOptions, Handle
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
-from ome_scheduler.kube.objects import Node, Pod, Taint
 from ome_scheduler.plugins.helper import tolerations_tolerate_taint
 
 ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"

@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ome_scheduler.framework.interface import CycleState, FilterPlugin, Handle, PreFilterPlugin
-from ome_scheduler.framework.runtime import FrameworkOptions
+from ome_scheduler.framework.interface import CycleState, FilterPlugin, FrameworkOptions, Handle, PreFilterPlugin
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 

@@ -30,20 +30,21 @@ from typing import Any, Protocol
 
 import msgspec
 
+from ome_scheduler.api.core import Node, Pod, TopologySpreadConstraint
+from ome_scheduler.config.errors import ConfigError
 from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
 from ome_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     CycleState,
     FilterPlugin,
+    FrameworkOptions,
     Handle,
     PreFilterPlugin,
     PreScorePlugin,
     ScorePlugin,
 )
-from ome_scheduler.framework.runtime import ConfigError, FrameworkOptions
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
-from ome_scheduler.kube.objects import Node, Pod, TopologySpreadConstraint
 from ome_scheduler.plugins.helper import find_untolerated_taint
 from ome_scheduler.plugins.nodeaffinity import required_matches
 from ome_scheduler.util.labels import Selector

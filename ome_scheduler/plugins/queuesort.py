@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ome_scheduler.framework.interface import Handle, QueueSortPlugin
-from ome_scheduler.framework.runtime import FrameworkOptions
+from ome_scheduler.framework.interface import FrameworkOptions, Handle, QueueSortPlugin
 from ome_scheduler.framework.types import QueuedPodInfo
 
 

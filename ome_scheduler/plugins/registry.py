@@ -15,7 +15,7 @@ plugins").
 from __future__ import annotations
 
 from ome_scheduler.config.types import PluginRef, Plugins, PluginSet
-from ome_scheduler.framework.runtime import PluginFactory
+from ome_scheduler.framework.interface import PluginFactory
 from ome_scheduler.plugins.defaultbinder import DefaultBinder
 from ome_scheduler.plugins.defaultpreemption import DefaultPreemption
 from ome_scheduler.plugins.dynamicresources import DynamicResources

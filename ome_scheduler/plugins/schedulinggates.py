@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ome_scheduler.api.core import Pod
 from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
-from ome_scheduler.framework.interface import Handle, PreEnqueuePlugin
-from ome_scheduler.framework.runtime import FrameworkOptions
+from ome_scheduler.framework.interface import FrameworkOptions, Handle, PreEnqueuePlugin
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import PodInfo
-from ome_scheduler.kube.objects import Pod
 
 
 class SchedulingGates(PreEnqueuePlugin):

@@ -11,12 +11,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ome_scheduler.api.core import Node, Pod
 from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
-from ome_scheduler.framework.interface import CycleState, FilterPlugin, Handle, PreScorePlugin, ScorePlugin
-from ome_scheduler.framework.runtime import FrameworkOptions
+from ome_scheduler.framework.interface import (
+    CycleState,
+    FilterPlugin,
+    FrameworkOptions,
+    Handle,
+    PreScorePlugin,
+    ScorePlugin,
+)
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
-from ome_scheduler.kube.objects import Node, Pod
 from ome_scheduler.plugins.helper import default_normalize_score, find_untolerated_taint, tolerations_tolerate_taint
 
 ERR_REASON = "node(s) had untolerated taint(s)"

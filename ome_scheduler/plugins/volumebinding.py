@@ -34,6 +34,8 @@ from typing import Any, Protocol
 
 import msgspec
 
+from ome_scheduler.api.core import ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod
+from ome_scheduler.config.errors import ConfigError
 from ome_scheduler.framework.events import (
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
@@ -43,17 +45,17 @@ from ome_scheduler.framework.events import (
     ClusterEventWithHint,
 )
 from ome_scheduler.framework.interface import (
+    ApiWriter,
     CycleState,
     FilterPlugin,
+    FrameworkOptions,
     Handle,
     PreBindPlugin,
     PreFilterPlugin,
     ReservePlugin,
 )
-from ome_scheduler.framework.runtime import ConfigError, FrameworkOptions
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
-from ome_scheduler.kube.objects import ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod
 from ome_scheduler.plugins.volumestore import (
     ANN_BOUND_BY_CONTROLLER,
     ANN_SELECTED_NODE,
@@ -81,14 +83,6 @@ class VolumeHandle(Protocol):
 
     def volume_store(self) -> VolumeStore:
         """The PV, PVC and StorageClass cache (``Scheduler.volume_store``)."""
-        ...
-
-
-class ApiWriter(Protocol):
-    """What PreBind needs of the API client (``KubeClient``)."""
-
-    async def patch(self, path: str, body: Any, content_type: str = ..., **kw: Any) -> bytes:
-        """JSON merge PATCH of ``path``; raises on API errors."""
         ...
 
 
@@ -174,7 +168,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
                 f"bindTimeoutSeconds: Invalid value: {timeout}: "
                 "invalid BindTimeoutSeconds, should not be a negative value"
             )
-        return cls(handle, options.extra.get("binder"), float(timeout))
+        return cls(handle, options.api_writer, float(timeout))
 
     @property
     def store(self) -> VolumeStore:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ome_scheduler.api.core import PersistentVolumeClaim, Pod, Volume
 from ome_scheduler.framework.events import (
     PERSISTENT_VOLUME_CLAIM,
     ActionType,
@@ -25,11 +26,9 @@ from ome_scheduler.framework.events import (
     ClusterEventWithHint,
     QueueingHint,
 )
-from ome_scheduler.framework.interface import CycleState, FilterPlugin, Handle, PreFilterPlugin
-from ome_scheduler.framework.runtime import FrameworkOptions
+from ome_scheduler.framework.interface import CycleState, FilterPlugin, FrameworkOptions, Handle, PreFilterPlugin
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
-from ome_scheduler.kube.objects import PersistentVolumeClaim, Pod, Volume
 from ome_scheduler.plugins.volumebinding import store_of
 
 ERR_REASON_DISK_CONFLICT = "node(s) had no available disk"

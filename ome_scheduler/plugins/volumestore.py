@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from ome_scheduler.api.core import PersistentVolume, PersistentVolumeClaim, StorageClass
 from ome_scheduler.framework.events import (
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
@@ -22,7 +23,6 @@ from ome_scheduler.framework.events import (
     ActionType,
     ClusterEvent,
 )
-from ome_scheduler.kube.objects import PersistentVolume, PersistentVolumeClaim, StorageClass
 from ome_scheduler.util.labels import NodeSelectorMatcher, Selector
 from ome_scheduler.util.quantity import value
 

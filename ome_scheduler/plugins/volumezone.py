@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ome_scheduler.api.core import PersistentVolume, PersistentVolumeClaim, Pod, StorageClass
 from ome_scheduler.framework.events import (
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
@@ -24,11 +25,9 @@ from ome_scheduler.framework.events import (
     ClusterEventWithHint,
     QueueingHint,
 )
-from ome_scheduler.framework.interface import CycleState, FilterPlugin, Handle, PreFilterPlugin
-from ome_scheduler.framework.runtime import FrameworkOptions
+from ome_scheduler.framework.interface import CycleState, FilterPlugin, FrameworkOptions, Handle, PreFilterPlugin
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
-from ome_scheduler.kube.objects import PersistentVolume, PersistentVolumeClaim, Pod, StorageClass
 from ome_scheduler.plugins.volumebinding import store_of
 from ome_scheduler.plugins.volumestore import WAIT_FOR_FIRST_CONSUMER, claim_class
 

@@ -13,12 +13,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ome_scheduler.kube.objects import (
-    LabelSelector,
-    NodeSelector,
-    NodeSelectorRequirement,
-    NodeSelectorTerm,
-)
+from ome_scheduler.api.core import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
+from ome_scheduler.api.meta import LabelSelector
 
 _INT64 = re.compile(r"[+-]?[0-9]+")
 

@@ -25,6 +25,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ome_scheduler.api.core import Node, Pod
+from ome_scheduler.api.scheduling import PodGroup
+from ome_scheduler.config.errors import ConfigError
 from ome_scheduler.framework.events import (
     POD_GROUP,
     ActionType,
@@ -36,6 +39,7 @@ from ome_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     CycleState,
     FilterPlugin,
+    FrameworkOptions,
     Handle,
     NodeToStatus,
     PermitPlugin,
@@ -46,10 +50,8 @@ from ome_scheduler.framework.interface import (
     ReservePlugin,
     ScorePlugin,
 )
-from ome_scheduler.framework.runtime import ConfigError, FrameworkOptions
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import POD_GROUP_LABEL, NodeInfo, PodInfo
-from ome_scheduler.kube.objects import Node, Pod, PodGroup
 from ome_scheduler.logs import enabled, get_logger
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.plugins.gangpack.args import ArgsError, GangPackArgs, parse_args

@@ -14,8 +14,15 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ome_scheduler.framework.interface import MAX_NODE_SCORE, CycleState, Handle, PreScorePlugin, ScorePlugin
-from ome_scheduler.framework.runtime import ConfigError, FrameworkOptions
+from ome_scheduler.config.errors import ConfigError
+from ome_scheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    CycleState,
+    FrameworkOptions,
+    Handle,
+    PreScorePlugin,
+    ScorePlugin,
+)
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo, is_scalar_resource_name, pod_requests
 

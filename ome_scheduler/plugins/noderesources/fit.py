@@ -19,17 +19,19 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from ome_scheduler.api.core import Node, Pod
+from ome_scheduler.config.errors import ConfigError
 from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
 from ome_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     CycleState,
     FilterPlugin,
+    FrameworkOptions,
     Handle,
     PreFilterPlugin,
     PreScorePlugin,
     ScorePlugin,
 )
-from ome_scheduler.framework.runtime import ConfigError, FrameworkOptions
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import (
     DEFAULT_MEMORY_REQUEST,
@@ -41,7 +43,6 @@ from ome_scheduler.framework.types import (
     is_scalar_resource_name,
     pod_requests,
 )
-from ome_scheduler.kube.objects import Node, Pod
 
 MAX_UTILIZATION = 100
 MAX_CUSTOM_PRIORITY_SCORE = 10

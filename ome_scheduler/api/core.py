@@ -1,84 +1,48 @@
-"""Compact typed records decoded straight from API JSON.
+"""Core ``v1`` records (Pod, Node, Namespace, volumes) and ``storage.k8s.io/v1`` StorageClass.
 
-Only the fields the scheduler reads are declared; msgspec skips the rest while decoding,
-which keeps a 10k-pod cache small and decoding about four times cheaper than building
-dicts (see ``docs/python-stack.md`` §2). Field names follow the Kubernetes JSON names
-(``rename="camel"``), so a record is also the documentation of which fields matter.
-
-The structs mirror ``k8s.io/api/core/v1/types.go`` and, for PodGroups,
-``sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1/types.go``.
+Mirrors ``k8s.io/api/core/v1/types.go`` and ``k8s.io/api/storage/v1/types.go``, declaring only
+the fields the scheduler reads. Quantities stay strings here (``ResourceList``); they are
+parsed once into ``framework.types.Resource`` when a PodInfo or NodeInfo is built.
 """
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import msgspec
 
+from ome_scheduler.api.meta import LabelSelector, ObjectMeta, Record
+
 ResourceList = dict[str, str]
+"""Resource name -> quantity string as the API server stores it (``"500m"``, ``"10Gi"``)."""
 
 
-class _S(msgspec.Struct, rename="camel", omit_defaults=True, forbid_unknown_fields=False):
-    """Base: camelCase JSON names, unknown fields ignored, defaults omitted on encode."""
-
-
-class OwnerReference(_S, gc=False):
-    kind: str = ""
-    name: str = ""
-    uid: str = ""
-    controller: bool | None = None
-
-
-class ObjectMeta(_S):
-    name: str = ""
-    namespace: str = ""
-    uid: str = ""
-    resource_version: str = ""
-    generation: int = 0
-    labels: dict[str, str] = {}
-    annotations: dict[str, str] = {}
-    creation_timestamp: str | None = None
-    deletion_timestamp: str | None = None
-    owner_references: list[OwnerReference] = []
-
-
-class LabelSelectorRequirement(_S, gc=False):
+class NodeSelectorRequirement(Record, gc=False):
     key: str = ""
     operator: str = ""
     values: list[str] = []
 
 
-class LabelSelector(_S, gc=False):
-    match_labels: dict[str, str] = {}
-    match_expressions: list[LabelSelectorRequirement] = []
-
-
-class NodeSelectorRequirement(_S, gc=False):
-    key: str = ""
-    operator: str = ""
-    values: list[str] = []
-
-
-class NodeSelectorTerm(_S, gc=False):
+class NodeSelectorTerm(Record, gc=False):
     match_expressions: list[NodeSelectorRequirement] = []
     match_fields: list[NodeSelectorRequirement] = []
 
 
-class NodeSelector(_S, gc=False):
+class NodeSelector(Record, gc=False):
     node_selector_terms: list[NodeSelectorTerm] = []
 
 
-class PreferredSchedulingTerm(_S, gc=False):
+class PreferredSchedulingTerm(Record, gc=False):
     weight: int = 0
     preference: NodeSelectorTerm = msgspec.field(default_factory=NodeSelectorTerm)
 
 
-class NodeAffinity(_S, gc=False):
+class NodeAffinity(Record, gc=False):
     required_during_scheduling_ignored_during_execution: NodeSelector | None = None
     preferred_during_scheduling_ignored_during_execution: list[PreferredSchedulingTerm] = []
 
 
-class PodAffinityTerm(_S, gc=False):
+class PodAffinityTerm(Record, gc=False):
     label_selector: LabelSelector | None = None
     namespaces: list[str] = []
     topology_key: str = ""
@@ -87,23 +51,23 @@ class PodAffinityTerm(_S, gc=False):
     mismatch_label_keys: list[str] = []
 
 
-class WeightedPodAffinityTerm(_S, gc=False):
+class WeightedPodAffinityTerm(Record, gc=False):
     weight: int = 0
     pod_affinity_term: PodAffinityTerm = msgspec.field(default_factory=PodAffinityTerm)
 
 
-class PodAffinity(_S, gc=False):
+class PodAffinity(Record, gc=False):
     required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] = []
     preferred_during_scheduling_ignored_during_execution: list[WeightedPodAffinityTerm] = []
 
 
-class Affinity(_S, gc=False):
+class Affinity(Record, gc=False):
     node_affinity: NodeAffinity | None = None
     pod_affinity: PodAffinity | None = None
     pod_anti_affinity: PodAffinity | None = None
 
 
-class Toleration(_S, gc=False):
+class Toleration(Record, gc=False):
     key: str = ""
     operator: str = ""
     value: str = ""
@@ -111,25 +75,25 @@ class Toleration(_S, gc=False):
     toleration_seconds: int | None = None
 
 
-class Taint(_S, gc=False):
+class Taint(Record, gc=False):
     key: str = ""
     value: str = ""
     effect: str = ""
 
 
-class ResourceRequirements(_S, gc=False):
+class ResourceRequirements(Record, gc=False):
     requests: ResourceList = {}
     limits: ResourceList = {}
 
 
-class ContainerPort(_S, gc=False):
+class ContainerPort(Record, gc=False):
     container_port: int = 0
     host_port: int = 0
     protocol: str = "TCP"
     host_ip: str = msgspec.field(default="", name="hostIP")
 
 
-class Container(_S, gc=False):
+class Container(Record, gc=False):
     name: str = ""
     image: str = ""
     resources: ResourceRequirements = msgspec.field(default_factory=ResourceRequirements)
@@ -137,7 +101,7 @@ class Container(_S, gc=False):
     restart_policy: str | None = None
 
 
-class TopologySpreadConstraint(_S, gc=False):
+class TopologySpreadConstraint(Record, gc=False):
     max_skew: int = 0
     topology_key: str = ""
     when_unsatisfiable: str = ""
@@ -148,20 +112,20 @@ class TopologySpreadConstraint(_S, gc=False):
     match_label_keys: list[str] = []
 
 
-class PodSchedulingGate(_S, gc=False):
+class PodSchedulingGate(Record, gc=False):
     name: str = ""
 
 
-class PersistentVolumeClaimVolumeSource(_S, gc=False):
+class PersistentVolumeClaimVolumeSource(Record, gc=False):
     claim_name: str = ""
     read_only: bool = False
 
 
-class EphemeralVolumeSource(_S, gc=False):
+class EphemeralVolumeSource(Record, gc=False):
     volume_claim_template: dict[str, Any] | None = None
 
 
-class Volume(_S, gc=False):
+class Volume(Record, gc=False):
     name: str = ""
     persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
     ephemeral: EphemeralVolumeSource | None = None
@@ -171,7 +135,7 @@ class Volume(_S, gc=False):
     rbd: dict[str, Any] | None = None
 
 
-class PodResourceClaim(_S, gc=False):
+class PodResourceClaim(Record, gc=False):
     """``v1.PodResourceClaim``: only its presence matters (DynamicResources)."""
 
     name: str = ""
@@ -179,7 +143,7 @@ class PodResourceClaim(_S, gc=False):
     resource_claim_template_name: str | None = None
 
 
-class PodSpec(_S):
+class PodSpec(Record):
     containers: list[Container] = []
     init_containers: list[Container] = []
     node_name: str = ""
@@ -199,7 +163,7 @@ class PodSpec(_S):
     resource_claims: list[PodResourceClaim] = []
 
 
-class PodCondition(_S, gc=False):
+class PodCondition(Record, gc=False):
     type: str = ""
     status: str = ""
     reason: str = ""
@@ -208,47 +172,47 @@ class PodCondition(_S, gc=False):
     observed_generation: int | None = None
 
 
-class PodStatus(_S):
+class PodStatus(Record):
     phase: str = ""
     conditions: list[PodCondition] = []
     nominated_node_name: str = ""
 
 
-class Pod(_S):
+class Pod(Record):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: PodSpec = msgspec.field(default_factory=PodSpec)
     status: PodStatus = msgspec.field(default_factory=PodStatus)
 
 
-class NodeSpec(_S, gc=False):
+class NodeSpec(Record, gc=False):
     unschedulable: bool = False
     taints: list[Taint] = []
 
 
-class ContainerImage(_S, gc=False):
+class ContainerImage(Record, gc=False):
     names: list[str] = []
     size_bytes: int = 0
 
 
-class NodeCondition(_S, gc=False):
+class NodeCondition(Record, gc=False):
     type: str = ""
     status: str = ""
 
 
-class NodeStatus(_S):
+class NodeStatus(Record):
     capacity: ResourceList = {}
     allocatable: ResourceList = {}
     images: list[ContainerImage] = []
     conditions: list[NodeCondition] = []
 
 
-class Node(_S):
+class Node(Record):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: NodeSpec = msgspec.field(default_factory=NodeSpec)
     status: NodeStatus = msgspec.field(default_factory=NodeStatus)
 
 
-class ObjectReference(_S, gc=False):
+class ObjectReference(Record, gc=False):
     kind: str = ""
     namespace: str = ""
     name: str = ""
@@ -257,11 +221,11 @@ class ObjectReference(_S, gc=False):
     resource_version: str = ""
 
 
-class VolumeNodeAffinity(_S, gc=False):
+class VolumeNodeAffinity(Record, gc=False):
     required: NodeSelector | None = None
 
 
-class PersistentVolumeSpec(_S, gc=False):
+class PersistentVolumeSpec(Record, gc=False):
     capacity: ResourceList = {}
     access_modes: list[str] = []
     claim_ref: ObjectReference | None = None
@@ -272,11 +236,11 @@ class PersistentVolumeSpec(_S, gc=False):
     csi: dict[str, Any] | None = None
 
 
-class PersistentVolumeStatus(_S, gc=False):
+class PersistentVolumeStatus(Record, gc=False):
     phase: str = ""
 
 
-class PersistentVolume(_S):
+class PersistentVolume(Record):
     """``v1.PersistentVolume``: the fields VolumeBinding, VolumeZone and VolumeRestrictions read."""
 
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
@@ -284,7 +248,7 @@ class PersistentVolume(_S):
     status: PersistentVolumeStatus = msgspec.field(default_factory=PersistentVolumeStatus)
 
 
-class PersistentVolumeClaimSpec(_S, gc=False):
+class PersistentVolumeClaimSpec(Record, gc=False):
     access_modes: list[str] = []
     selector: LabelSelector | None = None
     resources: ResourceRequirements = msgspec.field(default_factory=ResourceRequirements)
@@ -294,11 +258,11 @@ class PersistentVolumeClaimSpec(_S, gc=False):
     volume_attributes_class_name: str | None = None
 
 
-class PersistentVolumeClaimStatus(_S, gc=False):
+class PersistentVolumeClaimStatus(Record, gc=False):
     phase: str = ""
 
 
-class PersistentVolumeClaim(_S):
+class PersistentVolumeClaim(Record):
     """``v1.PersistentVolumeClaim``."""
 
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
@@ -306,16 +270,16 @@ class PersistentVolumeClaim(_S):
     status: PersistentVolumeClaimStatus = msgspec.field(default_factory=PersistentVolumeClaimStatus)
 
 
-class TopologySelectorLabelRequirement(_S, gc=False):
+class TopologySelectorLabelRequirement(Record, gc=False):
     key: str = ""
     values: list[str] = []
 
 
-class TopologySelectorTerm(_S, gc=False):
+class TopologySelectorTerm(Record, gc=False):
     match_label_expressions: list[TopologySelectorLabelRequirement] = []
 
 
-class StorageClass(_S):
+class StorageClass(Record):
     """``storage.k8s.io/v1 StorageClass`` (top-level fields, not under ``spec``)."""
 
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
@@ -324,61 +288,16 @@ class StorageClass(_S):
     allowed_topologies: list[TopologySelectorTerm] = []
 
 
-class PodGroupSpec(_S, gc=False):
-    min_member: int | None = None
-    schedule_timeout_seconds: int | None = None
-
-
-class PodGroup(_S):
-    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
-    spec: PodGroupSpec = msgspec.field(default_factory=PodGroupSpec)
-
-
-class Namespace(_S):
+class Namespace(Record):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
 
 
-class ListMeta(_S, gc=False):
-    resource_version: str = ""
-    # msgspec renames "continue_" to "continue" via the explicit name below.
-    continue_: str = msgspec.field(default="", name="continue")
-
-
-T = TypeVar("T")
-
-
-class ObjectList(_S, Generic[T]):
-    metadata: ListMeta = msgspec.field(default_factory=ListMeta)
-    items: list[T] = []
-
-
-class RawWatchEvent(_S):
-    """One line of a watch stream; ``object`` is decoded once its type is known."""
-
-    type: str = ""
-    object: msgspec.Raw = msgspec.Raw(b"{}")
-
-
-class Status(_S, gc=False):
-    """``metav1.Status``: the body of API errors and of watch ``ERROR`` events."""
-
-    code: int = 0
-    reason: str = ""
-    message: str = ""
-
-
-class MetaOnly(_S):
-    """Decodes just ``metadata``: bookmarks, and objects that failed a typed decode."""
-
-    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
-
-
-class PodSpecHead(_S):
+class PodSpecHead(Record):
     scheduler_name: str = ""
     node_name: str = ""
 
 
-class PodHead(_S):
+class PodHead(Record):
     """What is read of a pod that failed the typed decode: who it is and who schedules it."""
 
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
