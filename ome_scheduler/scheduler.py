@@ -685,7 +685,7 @@ class Scheduler:
         """Run each OMEGangPack's GC every ``gcIntervalSeconds``."""
         if not self.gang_plugins:
             return
-        interval = min(p.args.gc_interval_seconds for p in self.gang_plugins)
+        interval = min(p.args.gc_interval_seconds for p in self.gang_plugins if p.args.gc_interval_seconds)
         while True:
             await asyncio.sleep(interval)
             for p in self.gang_plugins:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import pytest
 
 from ome_scheduler.config.errors import ConfigError
+from ome_scheduler.config.pluginargs import OMEGangPackArgs
+from ome_scheduler.config.validation_pluginargs import decode_plugin_args
 from ome_scheduler.framework.interface import CycleState, FrameworkOptions, NodeToStatus
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import PodInfo
 from ome_scheduler.metrics import Metrics
-from ome_scheduler.plugins.gangpack.args import ArgsError, parse_args
 from ome_scheduler.plugins.gangpack.plugin import PIN_KEY, CyclePin, OMEGangPack, split_gang_key
+from ome_scheduler.plugins.registry import in_tree_registry
 from tests.builders import make_node, make_pod, make_pod_group
 from tests.fakes import FakeHandle
 
@@ -23,9 +25,15 @@ ARGS = {
 }
 
 
+def gang_args(raw: dict[str, object] | None) -> OMEGangPackArgs:
+    args = decode_plugin_args("OMEGangPack", raw)
+    assert isinstance(args, OMEGangPackArgs)
+    return args
+
+
 def plugin(h: FakeHandle, **extra: object) -> tuple[OMEGangPack, Metrics]:
     m = Metrics()
-    return OMEGangPack.new({**ARGS, **extra}, h, FrameworkOptions("ome-scheduler", m)), m
+    return OMEGangPack.new(gang_args({**ARGS, **extra}), h, FrameworkOptions("ome-scheduler", m)), m
 
 
 def count(m: Metrics, name: str, **labels: str) -> float:
@@ -104,20 +112,27 @@ def schedule(p: OMEGangPack, h: FakeHandle, pod: PodInfo) -> tuple[str, CycleSta
         ({"gcIntervlSeconds": 45}, "gcIntervalSeconds must be configured"),
         ({}, "gcIntervalSeconds must be configured"),
         (None, "gcIntervalSeconds must be configured"),
-        ({"gcIntervalSeconds": "60"}, "decode OMEGangPack args: "),
+        ({"gcIntervalSeconds": None}, "gcIntervalSeconds must be configured"),
+        ({"topologyKey": "gpu clique"}, 'topologyKey "gpu clique" is not a valid node label key'),
+        (
+            {"gcIntervalSeconds": "60"},
+            "decode OMEGangPack args: Expected `int | null`, got `str` - at `$.gcIntervalSeconds`",
+        ),
+        ({"topologyKey": None, "gcIntervalSeconds": 1}, "decode OMEGangPack args: Expected `str`, got `null`"),
     ],
 )
 def test_args_rejected(raw: dict[str, object] | None, msg: str) -> None:
-    with pytest.raises(ArgsError) as e:
-        parse_args(raw)
+    with pytest.raises(ConfigError) as e:
+        gang_args(raw)
     assert str(e.value).startswith(msg)
 
 
 def test_args_defaults_and_unknown_fields_ignored() -> None:
-    a = parse_args({"gcIntervalSeconds": 5, "whatever": 1})
-    assert a.standalone_domain_packing is True and a.topology_key == ""
+    a = gang_args({"gcIntervalSeconds": 5, "whatever": 1, "standaloneDomainPacking": None})
+    assert a.standalone_domain_packing is True and a.topology_key == "" and a.gc_interval_seconds == 5
+    assert gang_args({"gcIntervalSeconds": 5, "standaloneDomainPacking": False}).standalone_domain_packing is False
     with pytest.raises(ConfigError, match="gcIntervalSeconds must be configured"):
-        OMEGangPack.new({}, FakeHandle(), FrameworkOptions("x", Metrics()))
+        in_tree_registry()["OMEGangPack"]({}, FakeHandle(), FrameworkOptions("x", Metrics()))
 
 
 def test_split_gang_key() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ome_scheduler.config.errors import ConfigError
+from ome_scheduler.config.pluginargs import NodeResourcesBalancedAllocationArgs, NodeResourcesFitArgs
 from ome_scheduler.framework.interface import CycleState
 from ome_scheduler.framework.types import PodInfo, pod_requests
 from ome_scheduler.plugins.noderesources.balanced_allocation import NodeResourcesBalancedAllocation, balanced_score
@@ -76,7 +77,7 @@ def test_filter_reasons_and_unresolvable() -> None:
     env.add_pod(pod("x", node_name="n", requests={"cpu": "1500m"}))
     st = env.attempt(pod("p", requests={"cpu": "1", "example.com/foo": "2", "hugepages-2Mi": "4Mi"}))[1]
     assert "1 Insufficient cpu, 1 Insufficient example.com/foo" in st
-    fit = NodeResourcesFit()
+    fit = NodeResourcesFit(NodeResourcesFitArgs())
     ni = env.s.cache.get_node_info("n")
     assert ni is not None
     s = fit.filter(CycleState(), PodInfo(pod("q", requests={"cpu": "1"})), ni)
@@ -87,10 +88,10 @@ def test_filter_reasons_and_unresolvable() -> None:
 
 def test_zero_scalar_request_still_checks_pods_and_ignored_resources() -> None:
     ni = node_info(node("n", alloc={"pods": "1"}), [pod("x")])
-    fit = NodeResourcesFit(ignored=frozenset({"example.com/foo"}))
+    fit = NodeResourcesFit(NodeResourcesFitArgs(ignored_resources=("example.com/foo",)))
     s = fit.filter(CycleState(), PodInfo(pod("p", requests={"example.com/foo": "5"})), ni)
     assert s is not None and s.reasons == ["Too many pods"]
-    fit = NodeResourcesFit(ignored_groups=frozenset({"example.com"}))
+    fit = NodeResourcesFit(NodeResourcesFitArgs(ignored_resource_groups=("example.com",)))
     ni = node_info(node("n"))
     assert fit.filter(CycleState(), PodInfo(pod("p", requests={"example.com/foo": "5"})), ni) is None
 
@@ -149,7 +150,7 @@ def test_balanced_allocation() -> None:
     assert balanced_score([1, 0], [2, 2]) == 75
     assert balanced_score([3, 0], [2, 2]) == 50  # fraction capped at 1
     assert balanced_score([1, 1, 0], [2, 2, 2]) == int((1 - ((2 * (1 / 6) ** 2 + (1 / 3) ** 2) / 3) ** 0.5) * 100)
-    ba = NodeResourcesBalancedAllocation()
+    ba = NodeResourcesBalancedAllocation(NodeResourcesBalancedAllocationArgs())
     state = CycleState()
     best_effort = PodInfo(pod("p"))
     assert ba.pre_score(state, best_effort, []) is not None  # Skip

@@ -7,6 +7,7 @@ import pytest
 
 from ome_scheduler.api.core import Pod
 from ome_scheduler.config.errors import ConfigError
+from ome_scheduler.config.pluginargs import NodeAffinityArgs
 from ome_scheduler.framework.interface import CycleState
 from ome_scheduler.framework.status import Code
 from ome_scheduler.framework.types import HostPortInfo, PodInfo
@@ -135,7 +136,7 @@ def test_match_fields_narrow_in_prefilter_and_conflict() -> None:
 
 
 def test_preferred_terms_scored_and_normalized() -> None:
-    pl = NodeAffinity()
+    pl = NodeAffinity(NodeAffinityArgs())
     nodes = [node_info(node("a", {"zone": "z1"})), node_info(node("b", {"zone": "z2"})), node_info(node("c"))]
     pref = [
         {"weight": 30, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z1"]}]}},

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from ome_scheduler.config.pluginargs import PodTopologySpreadArgs
 from ome_scheduler.framework.interface import CycleState
 from ome_scheduler.framework.types import PodInfo
 from ome_scheduler.plugins.podtopologyspread import PodTopologySpread
@@ -225,7 +226,7 @@ def test_spread_score_prefers_emptier_domains() -> None:
         h.add_node(node(name, {ZONE: zone}))
     h.bind(web("w1", "a1"), "a1")
     h.bind(web("w2", "a2"), "a2")
-    pl = PodTopologySpread(h)
+    pl = PodTopologySpread(h, PodTopologySpreadArgs())
     pi = PodInfo(pod("p", labels={"app": "web"}, spec=spread(whenUnsatisfiable="ScheduleAnyway", maxSkew=2)))
     nodes = h.node_infos()
     state = CycleState()
@@ -251,7 +252,7 @@ def test_spread_score_enabled_in_a_profile_end_to_end() -> None:
 def test_system_default_constraints_need_a_workload_selector() -> None:
     h = FakeHandle()
     h.add_node(node("a1", {ZONE: "a"}))
-    pl = PodTopologySpread(h)
+    pl = PodTopologySpread(h, PodTopologySpreadArgs())
     assert pl.constraints(pod("p", labels={"app": "web"}), "ScheduleAnyway") == []
     assert [c.max_skew for c in pl.constraints(pod("p", labels={"app": "web"}), "DoNotSchedule")] == []
 
@@ -304,9 +305,8 @@ def test_list_default_constraints_use_the_handle_selector() -> None:
     h.bind(web("w1", "a1"), "a1")
     from ome_scheduler.api.core import TopologySpreadConstraint
 
-    pl = PodTopologySpread(
-        h, [TopologySpreadConstraint(max_skew=1, topology_key=ZONE, when_unsatisfiable="DoNotSchedule")], False
-    )
+    constraint = TopologySpreadConstraint(max_skew=1, topology_key=ZONE, when_unsatisfiable="DoNotSchedule")
+    pl = PodTopologySpread(h, PodTopologySpreadArgs(default_constraints=(constraint,), defaulting_type="List"))
     pi = PodInfo(pod("p", labels={"app": "web"}))
     state = CycleState()
     assert pl.pre_filter(state, pi, h.node_infos()) == (None, None)

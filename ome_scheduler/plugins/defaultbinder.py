@@ -7,8 +7,6 @@ framework stays free of Kubernetes clients.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ome_scheduler.framework.interface import Binder, BindPlugin, CycleState, FrameworkOptions, Handle
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import PodInfo
@@ -28,7 +26,8 @@ class DefaultBinder(BindPlugin):
         return None
 
     @classmethod
-    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> DefaultBinder:
+    def new(cls, args: None, handle: Handle, options: FrameworkOptions) -> DefaultBinder:
+        """Bind through ``options.binder``; raises RuntimeError without one."""
         binder = options.binder
         if binder is None:
             raise RuntimeError("DefaultBinder needs a binder")

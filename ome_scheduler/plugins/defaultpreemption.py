@@ -8,8 +8,6 @@ a warning at startup says so. See README "Deviations".
 
 from __future__ import annotations
 
-from typing import Any
-
 from ome_scheduler.framework.interface import CycleState, FrameworkOptions, Handle, NodeToStatus, PostFilterPlugin
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import PodInfo
@@ -23,7 +21,8 @@ class DefaultPreemption(PostFilterPlugin):
         return Status.unschedulable()
 
     @classmethod
-    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> DefaultPreemption:
+    def new(cls, args: None, handle: Handle, options: FrameworkOptions) -> DefaultPreemption:
+        """Build the plugin and warn that it does not preempt (its arguments are ignored)."""
         get_logger().warning(
             "DefaultPreemption is enabled but ome-scheduler does not preempt; disable it in the profile",
             profile=options.scheduler_name,

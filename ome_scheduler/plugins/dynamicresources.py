@@ -18,12 +18,9 @@ being allocated devices (README, "Supported plugins").
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from ome_scheduler.framework.interface import (
     CycleState,
-    FrameworkOptions,
-    Handle,
     NodeToStatus,
     PostFilterPlugin,
     PreFilterPlugin,
@@ -58,8 +55,3 @@ class DynamicResources(PreFilterPlugin, PostFilterPlugin):
         if n == 0:
             return Status.unschedulable("no new claims to deallocate")
         return Status.unschedulable()
-
-    @classmethod
-    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> DynamicResources:
-        """Build the plugin (no arguments)."""
-        return cls()

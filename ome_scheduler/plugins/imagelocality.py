@@ -9,9 +9,8 @@ lists, add ``size * nodes_with_image / all_nodes`` bytes; clamp the sum to
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from ome_scheduler.framework.interface import MAX_NODE_SCORE, CycleState, FrameworkOptions, Handle, ScorePlugin
+from ome_scheduler.framework.interface import MAX_NODE_SCORE, CycleState, Handle, ScorePlugin
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 
 MB = 1024 * 1024
@@ -69,8 +68,3 @@ class ImageLocality(ScorePlugin):
         if not total_nodes or not n_containers:
             return [0] * len(nodes)
         return [calculate_priority(sum_image_scores(n, images, total_nodes), n_containers) for n in nodes]
-
-    @classmethod
-    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> ImageLocality:
-        """Build the plugin (no arguments)."""
-        return cls(handle)

@@ -20,13 +20,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ome_scheduler.api.core import Node, Pod
-from ome_scheduler.config.errors import ConfigError
+from ome_scheduler.config.pluginargs import InterPodAffinityArgs
 from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
 from ome_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     CycleState,
     FilterPlugin,
-    FrameworkOptions,
     Handle,
     PreFilterPlugin,
     PreScorePlugin,
@@ -71,25 +70,14 @@ def _inc(m: dict[Pair, int], labels: Mapping[str, str], key: str, v: int = 1) ->
 
 
 class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
-    """Arguments: ``hardPodAffinityWeight`` (0..100, default 1), ``ignorePreferredTermsOfExistingPods``."""
+    """Arguments: :class:`InterPodAffinityArgs` (validated)."""
 
     name = "InterPodAffinity"
 
-    def __init__(self, handle: Handle, hard_weight: int = 1, ignore_preferred_of_existing: bool = False) -> None:
+    def __init__(self, handle: Handle, args: InterPodAffinityArgs) -> None:
         self.handle = handle
-        self.hard_weight = hard_weight
-        self.ignore_preferred_of_existing = ignore_preferred_of_existing
-
-    @classmethod
-    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> InterPodAffinity:
-        args = dict(args or {})
-        hw = args.pop("hardPodAffinityWeight", 1)
-        ign = args.pop("ignorePreferredTermsOfExistingPods", False)
-        if args:
-            raise ConfigError(f'strict decoding error: unknown field "{next(iter(args))}"')
-        if not isinstance(hw, int) or isinstance(hw, bool) or not 0 <= hw <= 100:
-            raise ConfigError(f"hardPodAffinityWeight: Invalid value: {hw}: not in valid range [0, 100]")
-        return cls(handle, hw, bool(ign))
+        self.hard_weight = args.hard_pod_affinity_weight
+        self.ignore_preferred_of_existing = args.ignore_preferred_terms_of_existing_pods
 
     def _ns_labels(self, namespace: str) -> dict[str, str]:
         ns = self.handle.namespace(namespace)

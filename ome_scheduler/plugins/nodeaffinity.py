@@ -14,17 +14,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import msgspec
-
 from ome_scheduler.api.core import Node, Pod, PreferredSchedulingTerm
-from ome_scheduler.api.core import NodeAffinity as NodeAffinitySpec
-from ome_scheduler.config.errors import ConfigError
+from ome_scheduler.config.pluginargs import NodeAffinityArgs
 from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
 from ome_scheduler.framework.interface import (
     CycleState,
     FilterPlugin,
-    FrameworkOptions,
-    Handle,
     PreFilterPlugin,
     PreScorePlugin,
     ScorePlugin,
@@ -70,36 +65,16 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
     node_local_filter = True
     node_local_score = True
 
-    def __init__(self, added: NodeAffinitySpec | None = None) -> None:
+    def __init__(self, args: NodeAffinityArgs) -> None:
+        added = args.added_affinity
         self.added_selector: NodeSelectorMatcher | None = None
         self.added_preferred: PreferredTerms | None = None
-        if added is not None:
-            if added.required_during_scheduling_ignored_during_execution is not None:
-                self.added_selector = NodeSelectorMatcher.from_node_selector(
-                    added.required_during_scheduling_ignored_during_execution
-                )
-            if added.preferred_during_scheduling_ignored_during_execution:
-                self.added_preferred = PreferredTerms(added.preferred_during_scheduling_ignored_during_execution)
-
-    @classmethod
-    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> NodeAffinity:
-        args = dict(args or {})
-        raw = args.pop("addedAffinity", None)
-        if args:
-            raise ConfigError(f'strict decoding error: unknown field "{next(iter(args))}"')
-        added = None
-        if raw is not None:
-            try:
-                added = msgspec.convert(raw, NodeAffinitySpec)
-            except msgspec.ValidationError as exc:
-                raise ConfigError(f"addedAffinity: {exc}") from exc
-            req = added.required_during_scheduling_ignored_during_execution
-            if req is not None and not req.node_selector_terms:
-                raise ConfigError(
-                    "addedAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms: "
-                    "Required value: must have at least one node selector term"
-                )
-        return cls(added)
+        if added.required_during_scheduling_ignored_during_execution is not None:
+            self.added_selector = NodeSelectorMatcher.from_node_selector(
+                added.required_during_scheduling_ignored_during_execution
+            )
+        if added.preferred_during_scheduling_ignored_during_execution:
+            self.added_preferred = PreferredTerms(added.preferred_during_scheduling_ignored_during_execution)
 
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]

@@ -5,10 +5,8 @@ Mirrors ``pkg/scheduler/framework/plugins/nodename/node_name.go``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint
-from ome_scheduler.framework.interface import CycleState, FilterPlugin, FrameworkOptions, Handle
+from ome_scheduler.framework.interface import CycleState, FilterPlugin
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 
@@ -28,7 +26,3 @@ class NodeName(FilterPlugin):
     def events_to_register(self) -> list[ClusterEventWithHint]:
         """Node Add with no hint (always Queue), as upstream registers it."""
         return [ClusterEventWithHint(ClusterEvent("Node", ActionType.ADD), None)]
-
-    @classmethod
-    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> NodeName:
-        return cls()

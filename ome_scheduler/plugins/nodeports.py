@@ -13,7 +13,7 @@ from typing import Any
 
 from ome_scheduler.api.core import Pod
 from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
-from ome_scheduler.framework.interface import CycleState, FilterPlugin, FrameworkOptions, Handle, PreFilterPlugin
+from ome_scheduler.framework.interface import CycleState, FilterPlugin, PreFilterPlugin
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import HostPortInfo, NodeInfo, PodInfo
 
@@ -60,7 +60,3 @@ class NodePorts(PreFilterPlugin, FilterPlugin):
             if in_use.conflicts(ip, proto, port):
                 return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP
-
-    @classmethod
-    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> NodePorts:
-        return cls()

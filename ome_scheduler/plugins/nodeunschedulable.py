@@ -12,7 +12,7 @@ from typing import Any
 
 from ome_scheduler.api.core import Node, Pod, Taint
 from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
-from ome_scheduler.framework.interface import CycleState, FilterPlugin, FrameworkOptions, Handle
+from ome_scheduler.framework.interface import CycleState, FilterPlugin
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.plugins.helper import tolerations_tolerate_taint
@@ -55,7 +55,3 @@ class NodeUnschedulable(FilterPlugin):
         if isinstance(new, Pod) and new.metadata.uid == pod.metadata.uid and tolerates_unschedulable(new):
             return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP
-
-    @classmethod
-    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> NodeUnschedulable:
-        return cls()

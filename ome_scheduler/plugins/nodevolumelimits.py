@@ -10,9 +10,8 @@ VolumeAttachments, so Filter never reports ``node(s) exceed max volume count``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from ome_scheduler.framework.interface import CycleState, FilterPlugin, FrameworkOptions, Handle, PreFilterPlugin
+from ome_scheduler.framework.interface import CycleState, FilterPlugin, PreFilterPlugin
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 
@@ -23,11 +22,6 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin):
     """No arguments."""
 
     name = "NodeVolumeLimits"
-
-    @classmethod
-    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> NodeVolumeLimits:
-        """Build the plugin (no arguments)."""
-        return cls()
 
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]

@@ -28,16 +28,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import msgspec
-
 from ome_scheduler.api.core import Node, Pod, TopologySpreadConstraint
-from ome_scheduler.config.errors import ConfigError
+from ome_scheduler.config.pluginargs import SYSTEM_DEFAULTING, PodTopologySpreadArgs
 from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
 from ome_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     CycleState,
     FilterPlugin,
-    FrameworkOptions,
     Handle,
     PreFilterPlugin,
     PreScorePlugin,
@@ -182,62 +179,16 @@ def _round_half_away(x: float) -> int:
 
 
 class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
-    """Arguments: ``defaultConstraints`` and ``defaultingType`` (``System`` or ``List``)."""
+    """Arguments: :class:`PodTopologySpreadArgs` (validated)."""
 
     name = "PodTopologySpread"
 
-    def __init__(
-        self,
-        handle: Handle,
-        default_constraints: Sequence[TopologySpreadConstraint] = SYSTEM_DEFAULT_CONSTRAINTS,
-        system_defaulted: bool = True,
-    ) -> None:
+    def __init__(self, handle: Handle, args: PodTopologySpreadArgs) -> None:
         self.handle = handle
-        self.default_constraints = list(default_constraints)
-        self.system_defaulted = system_defaulted
-
-    @classmethod
-    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> PodTopologySpread:
-        """Validate ``PodTopologySpreadArgs`` (``validation_pluginargs.go``) and build the plugin."""
-        args = dict(args or {})
-        raw = args.pop("defaultConstraints", None) or []
-        dtype = args.pop("defaultingType", None) or "System"
-        if args:
-            raise ConfigError(f'strict decoding error: unknown field "{next(iter(args))}"')
-        if dtype not in ("System", "List"):
-            raise ConfigError(f'defaultingType: Unsupported value: "{dtype}": supported values: "System", "List"')
-        if dtype == "System" and raw:
-            raise ConfigError('defaultingType: Invalid value: "System": when .defaultConstraints are not empty')
-        try:
-            constraints = [msgspec.convert(c, TopologySpreadConstraint) for c in raw]
-        except msgspec.ValidationError as exc:
-            raise ConfigError(f"defaultConstraints: {exc}") from exc
-        seen: set[tuple[str, str]] = set()
-        for i, (c, r) in enumerate(zip(constraints, raw, strict=True)):
-            at = f"defaultConstraints[{i}]"
-            if c.max_skew <= 0:
-                raise ConfigError(f"{at}.maxSkew: Invalid value: {c.max_skew}: not in valid range (0, inf)")
-            if not c.topology_key:
-                raise ConfigError(f"{at}.topologyKey: Required value: can not be empty")
-            if c.when_unsatisfiable not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
-                raise ConfigError(
-                    f'{at}.whenUnsatisfiable: Unsupported value: "{c.when_unsatisfiable}": supported values: '
-                    '"DoNotSchedule", "ScheduleAnyway"'
-                )
-            if isinstance(r, dict) and r.get("labelSelector") is not None:
-                raise ConfigError(
-                    f"{at}.labelSelector: Forbidden: "
-                    "constraint must not define a selector, as they deduced for each pod"
-                )
-            key = (c.topology_key, c.when_unsatisfiable)
-            if key in seen:
-                raise ConfigError(
-                    f"defaultConstraints[{i}]: Duplicate value: {{{c.topology_key}, {c.when_unsatisfiable}}}"
-                )
-            seen.add(key)
-        if dtype == "System":
-            return cls(handle)
-        return cls(handle, constraints, system_defaulted=False)
+        self.system_defaulted = args.defaulting_type == SYSTEM_DEFAULTING
+        self.default_constraints = list(
+            SYSTEM_DEFAULT_CONSTRAINTS if self.system_defaulted else args.default_constraints
+        )
 
     # ---- constraints --------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ome_scheduler.framework.interface import FrameworkOptions, Handle, QueueSortPlugin
+from ome_scheduler.framework.interface import QueueSortPlugin
 from ome_scheduler.framework.types import QueuedPodInfo
 
 
@@ -20,7 +20,3 @@ class PrioritySort(QueueSortPlugin):
 
     def sort_key(self, q: QueuedPodInfo) -> tuple[Any, ...]:
         return (-q.pod_info.priority, q.timestamp)
-
-    @classmethod
-    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> PrioritySort:
-        return cls()

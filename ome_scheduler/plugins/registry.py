@@ -10,12 +10,23 @@ VolumeZone, PodTopologySpread (2), InterPodAffinity (2), DynamicResources (2),
 DefaultPreemption, NodeResourcesBalancedAllocation (1), ImageLocality (1) and DefaultBinder.
 Plugins this project does not implement are left out of the defaults (README, "Supported
 plugins").
+
+Every factory decodes and validates the plugin's ``args`` first
+(:func:`~ome_scheduler.config.validation_pluginargs.decode_plugin_args`). A plugin class with
+a ``new(args, handle, options)`` classmethod gets its typed arguments there (None when it has
+no argument type); every other plugin is built by :func:`default_factory` from its
+constructor.
 """
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
+from typing import Any, cast
+
 from ome_scheduler.config.types import PluginRef, Plugins, PluginSet
-from ome_scheduler.framework.interface import PluginFactory
+from ome_scheduler.config.validation_pluginargs import decode_plugin_args
+from ome_scheduler.framework.interface import FrameworkOptions, Handle, Plugin, PluginFactory
 from ome_scheduler.plugins.defaultbinder import DefaultBinder
 from ome_scheduler.plugins.defaultpreemption import DefaultPreemption
 from ome_scheduler.plugins.dynamicresources import DynamicResources
@@ -37,7 +48,7 @@ from ome_scheduler.plugins.volumebinding import VolumeBinding
 from ome_scheduler.plugins.volumerestrictions import VolumeRestrictions
 from ome_scheduler.plugins.volumezone import VolumeZone
 
-_PLUGINS = [
+_PLUGINS: list[type[Plugin]] = [
     SchedulingGates,
     PrioritySort,
     NodeUnschedulable,
@@ -84,9 +95,52 @@ DEFAULT_MULTI_POINT: list[tuple[str, int | None]] = [
 """``getDefaultPlugins``' multiPoint list: (plugin name, score weight or None)."""
 
 
+def default_factory(plugin: type[Plugin]) -> PluginFactory:
+    """The factory of a plugin without a ``new`` classmethod.
+
+    The plugin's constructor gets, by parameter name, its typed and validated ``args`` and the
+    ``handle``, when it declares them; a plugin without an argument type ignores its args, as
+    upstream does.
+
+    Raises (from the factory):
+        ConfigError: invalid arguments (``decode_plugin_args``).
+    """
+    params = inspect.signature(plugin).parameters
+    wants_args, wants_handle = "args" in params, "handle" in params
+    build = cast(Callable[..., Plugin], plugin)
+
+    def factory(args: Any, handle: Handle, options: FrameworkOptions) -> Plugin:
+        kwargs: dict[str, Any] = {}
+        if wants_args:
+            kwargs["args"] = decode_plugin_args(plugin.name, args)
+        if wants_handle:
+            kwargs["handle"] = handle
+        return build(**kwargs)
+
+    return factory
+
+
+def plugin_factory(plugin: type[Plugin]) -> PluginFactory:
+    """``(raw args or None, handle, options) -> plugin``: ``plugin.new(typed args, handle, options)``
+    for a plugin that needs more than its args and the Handle, else :func:`default_factory`.
+
+    Raises (from the factory):
+        ConfigError: invalid arguments (``decode_plugin_args``).
+    """
+    new = getattr(plugin, "new", None)
+    if new is None:
+        return default_factory(plugin)
+
+    def factory(args: Any, handle: Handle, options: FrameworkOptions) -> Plugin:
+        built: Plugin = new(decode_plugin_args(plugin.name, args), handle, options)
+        return built
+
+    return factory
+
+
 def in_tree_registry() -> dict[str, PluginFactory]:
-    """Plugin name -> constructor ``(args, handle, options) -> Plugin``."""
-    return {p.name: p.new for p in _PLUGINS}  # type: ignore[attr-defined]
+    """Plugin name -> factory ``(raw args or None, handle, options) -> Plugin``."""
+    return {p.name: plugin_factory(p) for p in _PLUGINS}
 
 
 def default_plugins() -> Plugins:

@@ -12,7 +12,7 @@ from typing import Any
 
 from ome_scheduler.api.core import Pod
 from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
-from ome_scheduler.framework.interface import FrameworkOptions, Handle, PreEnqueuePlugin
+from ome_scheduler.framework.interface import PreEnqueuePlugin
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import PodInfo
 
@@ -38,7 +38,3 @@ class SchedulingGates(PreEnqueuePlugin):
         if isinstance(new, Pod) and new.metadata.uid == pod.metadata.uid:
             return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP
-
-    @classmethod
-    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> SchedulingGates:
-        return cls()

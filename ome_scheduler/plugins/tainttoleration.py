@@ -16,8 +16,6 @@ from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEven
 from ome_scheduler.framework.interface import (
     CycleState,
     FilterPlugin,
-    FrameworkOptions,
-    Handle,
     PreScorePlugin,
     ScorePlugin,
 )
@@ -80,7 +78,3 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin):
         if isinstance(new, Pod) and new.metadata.uid == pod.metadata.uid:
             return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP
-
-    @classmethod
-    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> TaintToleration:
-        return cls()

@@ -35,7 +35,7 @@ from typing import Any, Protocol
 import msgspec
 
 from ome_scheduler.api.core import ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod
-from ome_scheduler.config.errors import ConfigError
+from ome_scheduler.config.pluginargs import VolumeBindingArgs
 from ome_scheduler.framework.events import (
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
@@ -146,29 +146,19 @@ def _topology_matches(sc_terms: Sequence[Any], labels: dict[str, str]) -> bool:
 
 
 class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin):
-    """Arguments: ``bindTimeoutSeconds`` (default 600)."""
+    """Arguments: :class:`VolumeBindingArgs` (validated)."""
 
     name = "VolumeBinding"
 
-    def __init__(self, handle: Handle, client: ApiWriter | None = None, bind_timeout: float = 600.0) -> None:
+    def __init__(self, handle: Handle, args: VolumeBindingArgs, client: ApiWriter | None = None) -> None:
         self.handle = handle
         self.client = client
-        self.bind_timeout = bind_timeout
+        self.bind_timeout = float(args.bind_timeout_seconds)
 
     @classmethod
-    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> VolumeBinding:
-        """Validate ``VolumeBindingArgs`` (``bindTimeoutSeconds``) and build the plugin."""
-        args = dict(args or {})
-        timeout = args.pop("bindTimeoutSeconds", 600)
-        args.pop("shape", None)
-        if args:
-            raise ConfigError(f'strict decoding error: unknown field "{next(iter(args))}"')
-        if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 0:
-            raise ConfigError(
-                f"bindTimeoutSeconds: Invalid value: {timeout}: "
-                "invalid BindTimeoutSeconds, should not be a negative value"
-            )
-        return cls(handle, options.api_writer, float(timeout))
+    def new(cls, args: VolumeBindingArgs, handle: Handle, options: FrameworkOptions) -> VolumeBinding:
+        """``New``: the plugin for validated arguments, patching through ``options.api_writer``."""
+        return cls(handle, args, options.api_writer)
 
     @property
     def store(self) -> VolumeStore:

@@ -26,7 +26,7 @@ from ome_scheduler.framework.events import (
     ClusterEventWithHint,
     QueueingHint,
 )
-from ome_scheduler.framework.interface import CycleState, FilterPlugin, FrameworkOptions, Handle, PreFilterPlugin
+from ome_scheduler.framework.interface import CycleState, FilterPlugin, Handle, PreFilterPlugin
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.plugins.volumebinding import store_of
@@ -92,11 +92,6 @@ class VolumeRestrictions(PreFilterPlugin, FilterPlugin):
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
-
-    @classmethod
-    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> VolumeRestrictions:
-        """Build the plugin (no arguments)."""
-        return cls(handle)
 
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]

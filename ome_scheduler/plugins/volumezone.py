@@ -25,7 +25,7 @@ from ome_scheduler.framework.events import (
     ClusterEventWithHint,
     QueueingHint,
 )
-from ome_scheduler.framework.interface import CycleState, FilterPlugin, FrameworkOptions, Handle, PreFilterPlugin
+from ome_scheduler.framework.interface import CycleState, FilterPlugin, Handle, PreFilterPlugin
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.plugins.volumebinding import store_of
@@ -75,11 +75,6 @@ class VolumeZone(PreFilterPlugin, FilterPlugin):
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
-
-    @classmethod
-    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> VolumeZone:
-        """Build the plugin (no arguments)."""
-        return cls(handle)
 
     def _topologies(self, pod: Pod) -> tuple[list[PVTopology], Status | None]:
         vs = store_of(self.handle)

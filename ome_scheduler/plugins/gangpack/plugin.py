@@ -27,7 +27,7 @@ from typing import Any
 
 from ome_scheduler.api.core import Node, Pod
 from ome_scheduler.api.scheduling import PodGroup
-from ome_scheduler.config.errors import ConfigError
+from ome_scheduler.config.pluginargs import OMEGangPackArgs as GangPackArgs
 from ome_scheduler.framework.events import (
     POD_GROUP,
     ActionType,
@@ -54,7 +54,6 @@ from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import POD_GROUP_LABEL, NodeInfo, PodInfo
 from ome_scheduler.logs import enabled, get_logger
 from ome_scheduler.metrics import Metrics
-from ome_scheduler.plugins.gangpack.args import ArgsError, GangPackArgs, parse_args
 from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, template_signature
 from ome_scheduler.plugins.gangpack.pins import Commitment, PinStore
 from ome_scheduler.plugins.gangpack.placement import DomainPlan, GangPlanner, RoomIndex, best_fit, group_by_domain
@@ -152,12 +151,9 @@ class OMEGangPack(
         }
 
     @classmethod
-    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> OMEGangPack:
-        try:
-            parsed = parse_args(args)
-        except ArgsError as exc:
-            raise ConfigError(str(exc)) from exc
-        return cls(parsed, handle, options.metrics)
+    def new(cls, args: GangPackArgs, handle: Handle, options: FrameworkOptions) -> OMEGangPack:
+        """The plugin for validated arguments (``validate_ome_gang_pack_args``)."""
+        return cls(args, handle, options.metrics)
 
     # ---- helpers ----------------------------------------------------------------------
 

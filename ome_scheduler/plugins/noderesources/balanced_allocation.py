@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
-from ome_scheduler.config.errors import ConfigError
+from ome_scheduler.config.pluginargs import NodeResourcesBalancedAllocationArgs
 from ome_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     CycleState,
-    FrameworkOptions,
-    Handle,
     PreScorePlugin,
     ScorePlugin,
 )
@@ -66,42 +63,14 @@ def allocatable_and_requested(node: NodeInfo, name: str, pod_request: int) -> tu
 
 
 class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
-    """Arguments: ``resources`` (``[{name, weight: 1}]``, default cpu and memory)."""
+    """Arguments: :class:`NodeResourcesBalancedAllocationArgs` (validated)."""
 
     name = "NodeResourcesBalancedAllocation"
     node_local_filter = True
     node_local_score = True
 
-    def __init__(self, resources: Sequence[str] = ("cpu", "memory")) -> None:
-        self.resources = list(resources)
-
-    @classmethod
-    def new(
-        cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions
-    ) -> NodeResourcesBalancedAllocation:
-        """Validate ``resources`` (``NodeResourcesBalancedAllocationArgs``) and build the plugin."""
-        args = dict(args or {})
-        raw = args.pop("resources", None)
-        if args:
-            raise ConfigError(f'strict decoding error: unknown field "{next(iter(args))}"')
-        if not raw:
-            return cls()
-        if not isinstance(raw, list):
-            raise ConfigError("resources: Invalid value: must be a list")
-        names: list[str] = []
-        for i, r in enumerate(raw):
-            if not isinstance(r, dict) or not isinstance(r.get("name"), str):
-                raise ConfigError(f"resources[{i}].name: Required value")
-            unknown = set(r) - {"name", "weight"}
-            if unknown:
-                raise ConfigError(f'strict decoding error: unknown field "resources[{i}].{sorted(unknown)[0]}"')
-            name, weight = r["name"], r.get("weight") or 1
-            if name in names:
-                raise ConfigError(f'resources[{i}].name: Duplicate value: "{name}"')
-            if weight != 1:
-                raise ConfigError(f"resources[{i}].weight: Invalid value: {weight}: must be 1")
-            names.append(name)
-        return cls(names)
+    def __init__(self, args: NodeResourcesBalancedAllocationArgs) -> None:
+        self.resources = [r.name for r in args.resources]
 
     def pod_request_list(self, pi: PodInfo) -> list[int]:
         """``calculatePodResourceRequestList`` with ``useRequested``: actual requests, no defaults."""

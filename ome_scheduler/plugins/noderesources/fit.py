@@ -20,14 +20,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from ome_scheduler.api.core import Node, Pod
-from ome_scheduler.config.errors import ConfigError
+from ome_scheduler.config.pluginargs import MAX_CUSTOM_PRIORITY_SCORE, REQUESTED_TO_CAPACITY_RATIO, NodeResourcesFitArgs
 from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
 from ome_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     CycleState,
     FilterPlugin,
-    FrameworkOptions,
-    Handle,
     PreFilterPlugin,
     PreScorePlugin,
     ScorePlugin,
@@ -45,7 +43,6 @@ from ome_scheduler.framework.types import (
 )
 
 MAX_UTILIZATION = 100
-MAX_CUSTOM_PRIORITY_SCORE = 10
 
 
 def insufficient_resources(
@@ -118,78 +115,25 @@ def broken_linear(shape: Sequence[tuple[int, int]]) -> Any:
 
 
 class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
-    """Arguments: ``ignoredResources``, ``ignoredResourceGroups``, ``scoringStrategy``."""
+    """Arguments: :class:`NodeResourcesFitArgs` (validated)."""
 
     name = "NodeResourcesFit"
     node_local_filter = True
     node_local_score = True
 
-    def __init__(
-        self,
-        strategy: str = "LeastAllocated",
-        resources: Sequence[tuple[str, int]] = (("cpu", 1), ("memory", 1)),
-        shape: Sequence[tuple[int, int]] = (),
-        ignored: frozenset[str] = frozenset(),
-        ignored_groups: frozenset[str] = frozenset(),
-    ) -> None:
-        self.strategy = strategy
-        self.resources = list(resources)
-        self.ignored = ignored
-        self.ignored_groups = ignored_groups
-        self._shape_fn = broken_linear(shape) if shape else None
-
-    @classmethod
-    def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> NodeResourcesFit:
-        args = dict(args or {})
-        ignored = args.pop("ignoredResources", None) or []
-        groups = args.pop("ignoredResourceGroups", None) or []
-        ss = args.pop("scoringStrategy", None) or {}
-        if args:
-            raise ConfigError(f'strict decoding error: unknown field "{next(iter(args))}"')
-        if not isinstance(ss, dict):
-            raise ConfigError("scoringStrategy: Invalid value: must be an object")
-        ss = dict(ss)
-        strategy = ss.pop("type", None) or "LeastAllocated"
-        raw_resources = ss.pop("resources", None)
-        rtcr = ss.pop("requestedToCapacityRatio", None)
-        if ss:
-            raise ConfigError(f'strict decoding error: unknown field "scoringStrategy.{next(iter(ss))}"')
-        if strategy not in ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"):
-            raise ConfigError(
-                f'scoringStrategy.type: Unsupported value: "{strategy}": supported values: '
-                '"LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"'
-            )
-        if raw_resources is None:
-            raw_resources = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
-        resources = validate_resources(raw_resources, "scoringStrategy.resources")
-        shape: list[tuple[int, int]] = []
-        if strategy == "RequestedToCapacityRatio":
-            pts = (rtcr or {}).get("shape") or []
-            if not pts:
-                raise ConfigError(
-                    "scoringStrategy.requestedToCapacityRatio.shape: Required value: "
-                    "at least one point must be specified"
-                )
-            prev = -1
-            for i, p in enumerate(pts):
-                u, s = int(p.get("utilization", 0)), int(p.get("score", 0))
-                at = f"scoringStrategy.requestedToCapacityRatio.shape[{i}]"
-                if not 0 <= u <= 100:
-                    raise ConfigError(f"{at}.utilization: Invalid value: {u}: not in valid range [0, 100]")
-                if u <= prev:
-                    raise ConfigError(
-                        f"{at}.utilization: Invalid value: {u}: utilization values must be sorted in increasing order"
-                    )
-                if not 0 <= s <= MAX_CUSTOM_PRIORITY_SCORE:
-                    raise ConfigError(f"{at}.score: Invalid value: {s}: not in valid range [0, 10]")
-                prev = u
-                shape.append((u, s * (MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE)))
-        for i, name in enumerate(groups):
-            if "/" in name:
-                raise ConfigError(
-                    f"ignoredResourceGroups[{i}]: Invalid value: \"{name}\": resource group name can't contain '/'"
-                )
-        return cls(strategy, resources, shape, frozenset(ignored), frozenset(groups))
+    def __init__(self, args: NodeResourcesFitArgs) -> None:
+        ss = args.scoring_strategy
+        self.strategy = ss.type
+        self.resources = [(r.name, r.weight) for r in ss.resources]
+        self.ignored = frozenset(args.ignored_resources)
+        self.ignored_groups = frozenset(args.ignored_resource_groups)
+        shape = ss.requested_to_capacity_ratio.shape
+        scale = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
+        self._shape_fn = (
+            broken_linear([(p.utilization, p.score * scale) for p in shape])
+            if shape and self.strategy == REQUESTED_TO_CAPACITY_RATIO
+            else None
+        )
 
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
@@ -271,33 +215,6 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
             if q and m.scalar.get(name, 0) > o.scalar.get(name, 0):
                 return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP
-
-
-def validate_resources(raw: Any, path: str) -> list[tuple[str, int]]:
-    """Validate ``[{name, weight}]`` like ``validateResources``: names unique, weights 1..100."""
-    out: list[tuple[str, int]] = []
-    seen: set[str] = set()
-    if not isinstance(raw, list):
-        raise ConfigError(f"{path}: Invalid value: must be a list")
-    for i, r in enumerate(raw):
-        if not isinstance(r, dict):
-            raise ConfigError(f"{path}[{i}]: Invalid value: must be an object with name and weight")
-        unknown = set(r) - {"name", "weight"}
-        if unknown:
-            raise ConfigError(f'strict decoding error: unknown field "{path}[{i}].{sorted(unknown)[0]}"')
-        name = r.get("name")
-        weight = r.get("weight", 0)
-        if not isinstance(name, str) or not name:
-            raise ConfigError(f"{path}[{i}].name: Required value")
-        if not isinstance(weight, int) or isinstance(weight, bool) or weight <= 0 or weight > 100:
-            raise ConfigError(
-                f"{path}[{i}].weight: Invalid value: {weight}: resource weight of {name} should be in range [1, 100]"
-            )
-        if name in seen:
-            raise ConfigError(f'{path}[{i}].name: Duplicate value: "{name}"')
-        seen.add(name)
-        out.append((name, weight))
-    return out
 
 
 def resource_score(
