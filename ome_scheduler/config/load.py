@@ -1,9 +1,9 @@
 """Load, default and validate a ``KubeSchedulerConfiguration`` file.
 
 Mirrors ``pkg/scheduler/apis/config/validation/validation.go`` for the checks that can be
-made before plugins exist (plugin arguments are validated by each plugin when its
-framework is built). Every error names the offending field path, for example
-``profiles[0].schedulerName: Required value``.
+made before plugins exist (plugin arguments are decoded and validated by
+``validation_pluginargs`` when the framework builds each plugin). Every error names the
+offending field path, for example ``profiles[0].schedulerName: Required value``.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Mirrors ``k8s.io/kube-scheduler/config/v1/types.go`` and the defaults of
 ``pkg/scheduler/apis/config/v1/defaults.go``. Like kube-scheduler's strict decoder, unknown
 fields are errors (``extra="forbid"``), so a typo such as ``schedulerNmae`` stops startup
-with a message that names it. Plugin ``args`` stay plain mappings here; each plugin
-validates its own arguments when the framework builds it.
+with a message that names it. Plugin ``args`` stay plain mappings here; the framework
+decodes and validates them when it builds the plugin (``validation_pluginargs``).
 """
 
 from __future__ import annotations
