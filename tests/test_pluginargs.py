@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from ome_scheduler import logs
+from ome_scheduler.api.core import Node
 from ome_scheduler.config.errors import ConfigError
 from ome_scheduler.config.pluginargs import (
     DEFAULT_RESOURCES,
@@ -16,9 +18,12 @@ from ome_scheduler.config.pluginargs import (
     VolumeBindingArgs,
 )
 from ome_scheduler.config.validation_pluginargs import decode_plugin_args
+from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
 from ome_scheduler.framework.interface import FrameworkOptions
 from ome_scheduler.metrics import Metrics
+from ome_scheduler.plugins.nodeunschedulable import NodeUnschedulable
 from ome_scheduler.plugins.registry import in_tree_registry
+from tests.builders import make_node, make_pod
 from tests.fakes import FakeHandle
 
 RTCR = "RequestedToCapacityRatio"
@@ -248,3 +253,26 @@ def test_plugins_are_built_from_their_typed_args() -> None:
     )
     assert not spread.system_defaulted and [c.topology_key for c in spread.default_constraints] == ["z"]
     assert build("PodTopologySpread", None).system_defaulted
+
+
+def test_queueing_hint_logs_its_verdict_at_v5(capsys: pytest.CaptureFixture[str]) -> None:
+    hint = NodeUnschedulable.is_schedulable_after_node_change
+    pod = make_pod("p")
+    try:
+        logs.configure(4, "text")
+        assert hint(pod, None, make_node("n1")) == QueueingHint.QUEUE
+        assert capsys.readouterr().err == ""
+        logs.configure(5, "text")
+        assert hint(pod, None, make_node("n2", unschedulable=True)) == QueueingHint.QUEUE_SKIP
+        line = capsys.readouterr().err
+    finally:
+        logs.configure(2, "text")
+    assert '"queueing hint" hint="NodeUnschedulable.is_schedulable_after_node_change" pod="ns/p"' in line
+    assert 'object="n2" verdict="QueueSkip"' in line
+
+
+def test_cluster_event_with_hint_is_generic_over_the_event_object() -> None:
+    ev = ClusterEventWithHint[Node](
+        ClusterEvent("Node", ActionType.ADD), NodeUnschedulable.is_schedulable_after_node_change
+    )
+    assert ev.hint is not None and ev.hint(make_pod("p"), None, make_node("n")) == QueueingHint.QUEUE

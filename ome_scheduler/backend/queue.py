@@ -47,7 +47,7 @@ ACTIVE, BACKOFF, UNSCHEDULABLE = "active", "backoff", "unschedulable"
 BACKOFF_WINDOW = 1.0
 """``backoffQOrderingWindowDuration``: backoff expirations are aligned to this grid (s)."""
 
-HintMap = dict[ClusterEvent, list[tuple[str, ClusterEventWithHint]]]
+HintMap = dict[ClusterEvent, list[tuple[str, ClusterEventWithHint[Any]]]]
 
 
 @dataclass

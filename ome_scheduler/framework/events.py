@@ -9,12 +9,18 @@ answers Queue or QueueSkip for one pod.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
-from typing import Any
+from typing import Any, Generic, ParamSpec, TypeVar
 
 from ome_scheduler.api.core import Node, Pod
+from ome_scheduler.logs import enabled, get_logger
+
+log = get_logger()
+T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class ActionType(IntFlag):
@@ -114,14 +120,53 @@ class QueueingHint(IntEnum):
     QUEUE = 1
 
 
-QueueingHintFn = Callable[[Pod, Any, Any], QueueingHint]
-"""``(target pod, old object, new object) -> hint``; raising an exception counts as Queue."""
+QueueingHintFn = Callable[[Pod, T | None, T | None], QueueingHint]
+"""``(target pod, old object, new object) -> hint``; None is the missing side of an add or
+delete; raising an exception counts as Queue."""
 
 
-@dataclass(frozen=True, slots=True)
-class ClusterEventWithHint:
+@dataclass(frozen=True)
+class ClusterEventWithHint(Generic[T]):
+    """``ClusterEventWithHint``: an event and the hint for its objects (of type ``T``); no hint means Queue.
+
+    Not ``slots=True``: on Python 3.11 and 3.12 a frozen slotted generic dataclass cannot be
+    built through its subscripted alias (``ClusterEventWithHint[Node](...)`` raises TypeError).
+    """
+
     event: ClusterEvent
-    hint: QueueingHintFn | None = None
+    hint: QueueingHintFn[T] | None = None
+
+
+def queueing_hint(fn: Callable[P, QueueingHint]) -> Callable[P, QueueingHint]:
+    """Decorate a hint ``(pod, old, new)`` (or method) to log its verdict at V(5), as upstream's hints do.
+
+    The log line names the hint, the pod and the event object; below ``--v=5`` the only cost
+    is the wrapper call and one verbosity check.
+    """
+
+    @functools.wraps(fn)
+    def logged(*args: P.args, **kwargs: P.kwargs) -> QueueingHint:
+        verdict = fn(*args, **kwargs)
+        if enabled(5):
+            pod, old, new = args[-3:]
+            obj = new if new is not None else old
+            log.info(
+                "queueing hint",
+                v=5,
+                hint=fn.__qualname__,
+                pod=_key(pod),
+                object=_key(obj) if obj is not None else None,
+                verdict="Queue" if verdict == QueueingHint.QUEUE else "QueueSkip",
+            )
+        return verdict
+
+    return logged
+
+
+def _key(obj: Any) -> str:
+    """``namespace/name`` of an API object (``name`` when cluster-scoped)."""
+    md = obj.metadata
+    return f"{md.namespace}/{md.name}" if md.namespace else str(md.name)
 
 
 def pod_scheduling_properties_change(new: Pod, old: Pod) -> list[ClusterEvent]:

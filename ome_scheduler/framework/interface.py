@@ -143,7 +143,7 @@ class Plugin:
     node_local_score: ClassVar[bool] = False
     """Score depends only on the pod's shape and the one NodeInfo (and ``cache_token``)."""
 
-    def events_to_register(self) -> list[ClusterEventWithHint]:
+    def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
         """``EnqueueExtensions``: the cluster events that may make a rejected pod schedulable."""
         return []
 

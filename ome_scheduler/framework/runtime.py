@@ -300,9 +300,9 @@ class Framework:
 
     # ---- queueing -------------------------------------------------------------------
 
-    def events_to_register(self) -> dict[ClusterEvent, list[tuple[str, ClusterEventWithHint]]]:
+    def events_to_register(self) -> dict[ClusterEvent, list[tuple[str, ClusterEventWithHint[Any]]]]:
         """Every plugin's registered events, as the queue's queueing-hint map."""
-        out: dict[ClusterEvent, list[tuple[str, ClusterEventWithHint]]] = {}
+        out: dict[ClusterEvent, list[tuple[str, ClusterEventWithHint[Any]]]] = {}
         for name, pl in self.plugins.items():
             if not isinstance(pl, PreEnqueuePlugin | PreFilterPlugin | FilterPlugin | ReservePlugin | PermitPlugin):
                 continue

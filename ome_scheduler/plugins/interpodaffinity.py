@@ -21,7 +21,7 @@ from typing import Any
 
 from ome_scheduler.api.core import Node, Pod
 from ome_scheduler.config.pluginargs import InterPodAffinityArgs
-from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
+from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, queueing_hint
 from ome_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     CycleState,
@@ -221,18 +221,23 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
 
     # ---- queueing hints ---------------------------------------------------------------
 
-    def events_to_register(self) -> list[ClusterEventWithHint]:
+    def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
         return [
             ClusterEventWithHint(
-                ClusterEvent("Pod", ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.DELETE), self._after_pod
+                ClusterEvent("Pod", ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.DELETE),
+                self.is_schedulable_after_pod_change,
             ),
-            ClusterEventWithHint(ClusterEvent("Node", ActionType.ADD | ActionType.UPDATE_NODE_LABEL), self._after_node),
+            ClusterEventWithHint(
+                ClusterEvent("Node", ActionType.ADD | ActionType.UPDATE_NODE_LABEL),
+                self.is_schedulable_after_node_change,
+            ),
         ]
 
     @staticmethod
-    def _after_pod(pod: Pod, old: Any, new: Any) -> QueueingHint:
-        o = old if isinstance(old, Pod) else None
-        m = new if isinstance(new, Pod) else None
+    @queueing_hint
+    def is_schedulable_after_pod_change(pod: Pod, old: Pod | None, new: Pod | None) -> QueueingHint:
+        """Queue when an assigned pod now matches the pod's affinity or stopped matching its anti-affinity."""
+        o, m = old, new
         if (m is not None and not m.spec.node_name) or (o is not None and not o.spec.node_name):
             return QueueingHint.QUEUE_SKIP
         pi = PodInfo(pod)
@@ -250,11 +255,13 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         return QueueingHint.QUEUE
 
     @staticmethod
-    def _after_node(pod: Pod, old: Any, new: Any) -> QueueingHint:
-        if not isinstance(new, Node):
+    @queueing_hint
+    def is_schedulable_after_node_change(pod: Pod, old: Node | None, new: Node | None) -> QueueingHint:
+        """Queue when a node gained or changed a topology label the pod's required (anti-)affinity uses."""
+        if new is None:
             return QueueingHint.QUEUE
         pi = PodInfo(pod)
-        o = old.metadata.labels if isinstance(old, Node) else None
+        o = old.metadata.labels if old is not None else None
         m = new.metadata.labels
         for t in pi.required_affinity_terms:
             if o is None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ome_scheduler.api.core import Node, Pod, PreferredSchedulingTerm
 from ome_scheduler.config.pluginargs import NodeAffinityArgs
-from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
+from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, queueing_hint
 from ome_scheduler.framework.interface import (
     CycleState,
     FilterPlugin,
@@ -131,20 +131,25 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> None:
         default_normalize_score(scores, reverse=False)
 
-    def events_to_register(self) -> list[ClusterEventWithHint]:
+    def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
         return [
-            ClusterEventWithHint(ClusterEvent("Node", ActionType.ADD | ActionType.UPDATE_NODE_LABEL), self._after_node)
+            ClusterEventWithHint(
+                ClusterEvent("Node", ActionType.ADD | ActionType.UPDATE_NODE_LABEL),
+                self.is_schedulable_after_node_change,
+            )
         ]
 
-    def _after_node(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
-        if not isinstance(new, Node):
+    @queueing_hint
+    def is_schedulable_after_node_change(self, pod: Pod, old: Node | None, new: Node | None) -> QueueingHint:
+        """Queue when a node now matches the pod's (and the profile's) required node affinity and did not before."""
+        if new is None:
             return QueueingHint.QUEUE
         md = new.metadata
         if self.added_selector is not None and not self.added_selector.matches(md.name, md.labels):
             return QueueingHint.QUEUE_SKIP
         if not required_matches(pod, md.name, md.labels):
             return QueueingHint.QUEUE_SKIP
-        if not isinstance(old, Node):
+        if old is None:
             return QueueingHint.QUEUE
         if required_matches(pod, old.metadata.name, old.metadata.labels):
             return QueueingHint.QUEUE_SKIP

@@ -5,6 +5,8 @@ Mirrors ``pkg/scheduler/framework/plugins/nodename/node_name.go``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint
 from ome_scheduler.framework.interface import CycleState, FilterPlugin
 from ome_scheduler.framework.status import Status
@@ -23,6 +25,6 @@ class NodeName(FilterPlugin):
             return Status.unresolvable(ERR_REASON)
         return None
 
-    def events_to_register(self) -> list[ClusterEventWithHint]:
+    def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
         """Node Add with no hint (always Queue), as upstream registers it."""
         return [ClusterEventWithHint(ClusterEvent("Node", ActionType.ADD), None)]

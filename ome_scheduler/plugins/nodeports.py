@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ome_scheduler.api.core import Pod
-from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
+from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, queueing_hint
 from ome_scheduler.framework.interface import CycleState, FilterPlugin, PreFilterPlugin
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import HostPortInfo, NodeInfo, PodInfo
@@ -38,15 +38,17 @@ class NodePorts(PreFilterPlugin, FilterPlugin):
                 return Status.unschedulable(ERR_REASON)
         return None
 
-    def events_to_register(self) -> list[ClusterEventWithHint]:
+    def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
         return [
-            ClusterEventWithHint(ClusterEvent("Pod", ActionType.DELETE), self._after_pod_deleted),
+            ClusterEventWithHint(ClusterEvent("Pod", ActionType.DELETE), self.is_schedulable_after_pod_deleted),
             ClusterEventWithHint(ClusterEvent("Node", ActionType.ADD), None),
         ]
 
     @staticmethod
-    def _after_pod_deleted(pod: Pod, old: Any, new: Any) -> QueueingHint:
-        if not isinstance(old, Pod):
+    @queueing_hint
+    def is_schedulable_after_pod_deleted(pod: Pod, old: Pod | None, new: Pod | None) -> QueueingHint:
+        """Queue when a deleted (assigned or nominated) pod frees a host port the pod asks for."""
+        if old is None:
             return QueueingHint.QUEUE
         if not old.spec.node_name and not old.status.nominated_node_name:
             return QueueingHint.QUEUE_SKIP

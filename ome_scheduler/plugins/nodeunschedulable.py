@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ome_scheduler.api.core import Node, Pod, Taint
-from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
+from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, queueing_hint
 from ome_scheduler.framework.interface import CycleState, FilterPlugin
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
@@ -34,24 +34,33 @@ class NodeUnschedulable(FilterPlugin):
             return Status.unresolvable(ERR_REASON_UNSCHEDULABLE)
         return None
 
-    def events_to_register(self) -> list[ClusterEventWithHint]:
+    def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
         return [
-            ClusterEventWithHint(ClusterEvent("Node", ActionType.ADD | ActionType.UPDATE_NODE_TAINT), self._after_node),
-            ClusterEventWithHint(ClusterEvent("Pod", ActionType.UPDATE_POD_TOLERATION), self._after_toleration),
+            ClusterEventWithHint(
+                ClusterEvent("Node", ActionType.ADD | ActionType.UPDATE_NODE_TAINT),
+                self.is_schedulable_after_node_change,
+            ),
+            ClusterEventWithHint(
+                ClusterEvent("Pod", ActionType.UPDATE_POD_TOLERATION), self.is_schedulable_after_pod_toleration_change
+            ),
         ]
 
     @staticmethod
-    def _after_node(pod: Pod, old: Any, new: Any) -> QueueingHint:
-        if not isinstance(new, Node):
+    @queueing_hint
+    def is_schedulable_after_node_change(pod: Pod, old: Node | None, new: Node | None) -> QueueingHint:
+        """Queue when a node is added schedulable or stops being unschedulable."""
+        if new is None:
             return QueueingHint.QUEUE
         if not new.spec.unschedulable:
-            if old is None or (isinstance(old, Node) and old.spec.unschedulable):
+            if old is None or old.spec.unschedulable:
                 return QueueingHint.QUEUE
-            return QueueingHint.QUEUE_SKIP if old is not None else QueueingHint.QUEUE
+            return QueueingHint.QUEUE_SKIP
         return QueueingHint.QUEUE_SKIP
 
     @staticmethod
-    def _after_toleration(pod: Pod, old: Any, new: Any) -> QueueingHint:
-        if isinstance(new, Pod) and new.metadata.uid == pod.metadata.uid and tolerates_unschedulable(new):
+    @queueing_hint
+    def is_schedulable_after_pod_toleration_change(pod: Pod, old: Pod | None, new: Pod | None) -> QueueingHint:
+        """Queue when the pod itself now tolerates the unschedulable taint."""
+        if new is not None and new.metadata.uid == pod.metadata.uid and tolerates_unschedulable(new):
             return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from ome_scheduler.api.core import Node, Pod, TopologySpreadConstraint
 from ome_scheduler.config.pluginargs import SYSTEM_DEFAULTING, PodTopologySpreadArgs
-from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
+from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, queueing_hint
 from ome_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     CycleState,
@@ -351,7 +351,7 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
 
     # ---- queueing hints -----------------------------------------------------------------
 
-    def events_to_register(self) -> list[ClusterEventWithHint]:
+    def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
         """Pod add/label/toleration/delete and Node add/delete/label/taint, with upstream's hints."""
         return [
             ClusterEventWithHint(
@@ -359,14 +359,14 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
                     "Pod",
                     ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.UPDATE_POD_TOLERATION | ActionType.DELETE,
                 ),
-                self._after_pod,
+                self.is_schedulable_after_pod_change,
             ),
             ClusterEventWithHint(
                 ClusterEvent(
                     "Node",
                     ActionType.ADD | ActionType.DELETE | ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT,
                 ),
-                self._after_node,
+                self.is_schedulable_after_node_change,
             ),
         ]
 
@@ -377,9 +377,10 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
             bool(incoming.spec.node_name) and incoming.metadata.namespace == target.metadata.namespace
         )
 
-    def _after_pod(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
-        o = old if isinstance(old, Pod) else None
-        m = new if isinstance(new, Pod) else None
+    @queueing_hint
+    def is_schedulable_after_pod_change(self, pod: Pod, old: Pod | None, new: Pod | None) -> QueueingHint:
+        """Queue when a pod involved in the pod's spreading changed whether a DoNotSchedule selector counts it."""
+        o, m = old, new
         if (m is not None and not self._involved(m, pod)) or (o is not None and not self._involved(o, pod)):
             return QueueingHint.QUEUE_SKIP
         cons = self.constraints(pod, DO_NOT_SCHEDULE)
@@ -403,10 +404,11 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
             return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP
 
-    def _after_node(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+    @queueing_hint
+    def is_schedulable_after_node_change(self, pod: Pod, old: Node | None, new: Node | None) -> QueueingHint:
+        """Queue when a node entered, left or moved between the domains of the pod's DoNotSchedule constraints."""
         cons = self.constraints(pod, DO_NOT_SCHEDULE)
-        o = old if isinstance(old, Node) else None
-        m = new if isinstance(new, Node) else None
+        o, m = old, new
         o_match = o is not None and node_has_all_keys(o.metadata.labels, cons)
         m_match = m is not None and node_has_all_keys(m.metadata.labels, cons)
         if o is not None and m is not None:

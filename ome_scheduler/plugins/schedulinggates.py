@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ome_scheduler.api.core import Pod
-from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
+from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, queueing_hint
 from ome_scheduler.framework.interface import PreEnqueuePlugin
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import PodInfo
@@ -26,15 +26,20 @@ class SchedulingGates(PreEnqueuePlugin):
             return None
         return Status.unresolvable(f"waiting for scheduling gates: [{' '.join(g.name for g in gates)}]")
 
-    def events_to_register(self) -> list[ClusterEventWithHint]:
+    def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
         return [
             ClusterEventWithHint(
-                ClusterEvent("Pod", ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED), self._after_gates_removed
+                ClusterEvent("Pod", ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED),
+                self.is_schedulable_after_update_pod_scheduling_gates_eliminated,
             )
         ]
 
     @staticmethod
-    def _after_gates_removed(pod: Pod, old: Any, new: Any) -> QueueingHint:
-        if isinstance(new, Pod) and new.metadata.uid == pod.metadata.uid:
+    @queueing_hint
+    def is_schedulable_after_update_pod_scheduling_gates_eliminated(
+        pod: Pod, old: Pod | None, new: Pod | None
+    ) -> QueueingHint:
+        """Queue when the pod itself lost its last scheduling gate."""
+        if new is not None and new.metadata.uid == pod.metadata.uid:
             return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ome_scheduler.api.core import Node, Pod
-from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
+from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, queueing_hint
 from ome_scheduler.framework.interface import (
     CycleState,
     FilterPlugin,
@@ -57,24 +57,33 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin):
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> None:
         default_normalize_score(scores, reverse=True)
 
-    def events_to_register(self) -> list[ClusterEventWithHint]:
+    def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
         return [
-            ClusterEventWithHint(ClusterEvent("Node", ActionType.ADD | ActionType.UPDATE_NODE_TAINT), self._after_node),
-            ClusterEventWithHint(ClusterEvent("Pod", ActionType.UPDATE_POD_TOLERATION), self._after_toleration),
+            ClusterEventWithHint(
+                ClusterEvent("Node", ActionType.ADD | ActionType.UPDATE_NODE_TAINT),
+                self.is_schedulable_after_node_change,
+            ),
+            ClusterEventWithHint(
+                ClusterEvent("Pod", ActionType.UPDATE_POD_TOLERATION), self.is_schedulable_after_pod_toleration_change
+            ),
         ]
 
     @staticmethod
-    def _after_node(pod: Pod, old: Any, new: Any) -> QueueingHint:
-        if not isinstance(new, Node):
+    @queueing_hint
+    def is_schedulable_after_node_change(pod: Pod, old: Node | None, new: Node | None) -> QueueingHint:
+        """Queue when the node's taints became tolerated by the pod (or a tolerated node was added)."""
+        if new is None:
             return QueueingHint.QUEUE
         was = True
-        if isinstance(old, Node):
+        if old is not None:
             was = find_untolerated_taint(old.spec.taints, pod.spec.tolerations) is not None
         now = find_untolerated_taint(new.spec.taints, pod.spec.tolerations) is not None
         return QueueingHint.QUEUE if was and not now else QueueingHint.QUEUE_SKIP
 
     @staticmethod
-    def _after_toleration(pod: Pod, old: Any, new: Any) -> QueueingHint:
-        if isinstance(new, Pod) and new.metadata.uid == pod.metadata.uid:
+    @queueing_hint
+    def is_schedulable_after_pod_toleration_change(pod: Pod, old: Pod | None, new: Pod | None) -> QueueingHint:
+        """Queue when the pod itself changed its tolerations."""
+        if new is not None and new.metadata.uid == pod.metadata.uid:
             return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP

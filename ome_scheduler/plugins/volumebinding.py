@@ -461,7 +461,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
 
     # ---- queueing -----------------------------------------------------------------------
 
-    def events_to_register(self) -> list[ClusterEventWithHint]:
+    def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
         """PVC, PV and StorageClass add/update, Node add/label changes, CSINode (not watched)."""
         return [
             ClusterEventWithHint(ClusterEvent(PERSISTENT_VOLUME_CLAIM, ActionType.ADD | ActionType.UPDATE), None),
@@ -471,6 +471,11 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
         ]
 
 
-def claim_names_for_hint(pod: Pod) -> set[str]:
-    """Names of the pod's claims (for queueing hints of the other volume plugins)."""
-    return {n for n, _ in pod_claim_names(pod)}
+def uses_claim(pod: Pod, pvc: PersistentVolumeClaim) -> bool:
+    """Whether ``pod`` mounts ``pvc`` through a persistentVolumeClaim volume (the volume plugins' hints)."""
+    if pvc.metadata.namespace != pod.metadata.namespace:
+        return False
+    name = pvc.metadata.name
+    return any(
+        v.persistent_volume_claim is not None and v.persistent_volume_claim.claim_name == name for v in pod.spec.volumes
+    )

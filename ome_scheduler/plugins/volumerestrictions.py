@@ -25,11 +25,12 @@ from ome_scheduler.framework.events import (
     ClusterEvent,
     ClusterEventWithHint,
     QueueingHint,
+    queueing_hint,
 )
 from ome_scheduler.framework.interface import CycleState, FilterPlugin, Handle, PreFilterPlugin
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
-from ome_scheduler.plugins.volumebinding import store_of
+from ome_scheduler.plugins.volumebinding import store_of, uses_claim
 
 ERR_REASON_DISK_CONFLICT = "node(s) had no available disk"
 ERR_REASON_RWOP_CONFLICT = (
@@ -130,26 +131,30 @@ class VolumeRestrictions(PreFilterPlugin, FilterPlugin):
             return Status.unschedulable(ERR_REASON_RWOP_CONFLICT)
         return None
 
-    def events_to_register(self) -> list[ClusterEventWithHint]:
+    def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
         """Pod delete, Node add and PVC add, with upstream's hints."""
         return [
-            ClusterEventWithHint(ClusterEvent("Pod", ActionType.DELETE), self._after_pod_deleted),
+            ClusterEventWithHint(ClusterEvent("Pod", ActionType.DELETE), self.is_schedulable_after_pod_deleted),
             ClusterEventWithHint(ClusterEvent("Node", ActionType.ADD), None),
-            ClusterEventWithHint(ClusterEvent(PERSISTENT_VOLUME_CLAIM, ActionType.ADD), self._after_pvc_added),
+            ClusterEventWithHint(
+                ClusterEvent(PERSISTENT_VOLUME_CLAIM, ActionType.ADD),
+                self.is_schedulable_after_persistent_volume_claim_added,
+            ),
         ]
 
     @staticmethod
-    def _after_pvc_added(pod: Pod, old: Any, new: Any) -> QueueingHint:
-        if not isinstance(new, PersistentVolumeClaim) or new.metadata.namespace != pod.metadata.namespace:
-            return QueueingHint.QUEUE_SKIP
-        for v in pod.spec.volumes:
-            if v.persistent_volume_claim is not None and v.persistent_volume_claim.claim_name == new.metadata.name:
-                return QueueingHint.QUEUE
-        return QueueingHint.QUEUE_SKIP
+    @queueing_hint
+    def is_schedulable_after_persistent_volume_claim_added(
+        pod: Pod, old: PersistentVolumeClaim | None, new: PersistentVolumeClaim | None
+    ) -> QueueingHint:
+        """Queue when a claim the pod uses was added."""
+        return QueueingHint.QUEUE if new is not None and uses_claim(pod, new) else QueueingHint.QUEUE_SKIP
 
     @staticmethod
-    def _after_pod_deleted(pod: Pod, old: Any, new: Any) -> QueueingHint:
-        if not isinstance(old, Pod) or old.metadata.namespace != pod.metadata.namespace:
+    @queueing_hint
+    def is_schedulable_after_pod_deleted(pod: Pod, old: Pod | None, new: Pod | None) -> QueueingHint:
+        """Queue when a deleted pod of the namespace held a conflicting disk or one of the pod's claims."""
+        if old is None or old.metadata.namespace != pod.metadata.namespace:
             return QueueingHint.QUEUE_SKIP
         ni = NodeInfo("")
         ni.add_pod(PodInfo(old))

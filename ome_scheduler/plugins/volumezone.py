@@ -24,11 +24,12 @@ from ome_scheduler.framework.events import (
     ClusterEvent,
     ClusterEventWithHint,
     QueueingHint,
+    queueing_hint,
 )
 from ome_scheduler.framework.interface import CycleState, FilterPlugin, Handle, PreFilterPlugin
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
-from ome_scheduler.plugins.volumebinding import store_of
+from ome_scheduler.plugins.volumebinding import store_of, uses_claim
 from ome_scheduler.plugins.volumestore import WAIT_FOR_FIRST_CONSUMER, claim_class
 
 ERR_REASON_CONFLICT = "node(s) had no available volume zone"
@@ -139,34 +140,47 @@ class VolumeZone(PreFilterPlugin, FilterPlugin):
                 return Status.unresolvable(ERR_REASON_CONFLICT)
         return None
 
-    def events_to_register(self) -> list[ClusterEventWithHint]:
+    def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
         """StorageClass add, Node add/label, PVC and PV add/update, with upstream's hints."""
         return [
-            ClusterEventWithHint(ClusterEvent(STORAGE_CLASS, ActionType.ADD), self._after_class_added),
+            ClusterEventWithHint(
+                ClusterEvent(STORAGE_CLASS, ActionType.ADD), self.is_schedulable_after_storage_class_added
+            ),
             ClusterEventWithHint(ClusterEvent("Node", ActionType.ADD | ActionType.UPDATE_NODE_LABEL), None),
             ClusterEventWithHint(
-                ClusterEvent(PERSISTENT_VOLUME_CLAIM, ActionType.ADD | ActionType.UPDATE), self._after_pvc_change
+                ClusterEvent(PERSISTENT_VOLUME_CLAIM, ActionType.ADD | ActionType.UPDATE),
+                self.is_schedulable_after_persistent_volume_claim_change,
             ),
-            ClusterEventWithHint(ClusterEvent(PERSISTENT_VOLUME, ActionType.ADD | ActionType.UPDATE), self._after_pv),
+            ClusterEventWithHint(
+                ClusterEvent(PERSISTENT_VOLUME, ActionType.ADD | ActionType.UPDATE),
+                self.is_schedulable_after_persistent_volume_change,
+            ),
         ]
 
     @staticmethod
-    def _after_pvc_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
-        if not isinstance(new, PersistentVolumeClaim) or new.metadata.namespace != pod.metadata.namespace:
-            return QueueingHint.QUEUE_SKIP
-        for v in pod.spec.volumes:
-            if v.persistent_volume_claim is not None and v.persistent_volume_claim.claim_name == new.metadata.name:
-                return QueueingHint.QUEUE
-        return QueueingHint.QUEUE_SKIP
+    @queueing_hint
+    def is_schedulable_after_persistent_volume_claim_change(
+        pod: Pod, old: PersistentVolumeClaim | None, new: PersistentVolumeClaim | None
+    ) -> QueueingHint:
+        """Queue when a claim the pod uses was added or updated."""
+        return QueueingHint.QUEUE if new is not None and uses_claim(pod, new) else QueueingHint.QUEUE_SKIP
 
     @staticmethod
-    def _after_class_added(pod: Pod, old: Any, new: Any) -> QueueingHint:
-        if isinstance(new, StorageClass) and new.volume_binding_mode == WAIT_FOR_FIRST_CONSUMER:
+    @queueing_hint
+    def is_schedulable_after_storage_class_added(
+        pod: Pod, old: StorageClass | None, new: StorageClass | None
+    ) -> QueueingHint:
+        """Queue when a WaitForFirstConsumer StorageClass was added."""
+        if new is not None and new.volume_binding_mode == WAIT_FOR_FIRST_CONSUMER:
             return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP
 
     @staticmethod
-    def _after_pv(pod: Pod, old: Any, new: Any) -> QueueingHint:
-        if not isinstance(old, PersistentVolume) or not isinstance(new, PersistentVolume):
+    @queueing_hint
+    def is_schedulable_after_persistent_volume_change(
+        pod: Pod, old: PersistentVolume | None, new: PersistentVolume | None
+    ) -> QueueingHint:
+        """Queue when a PV was added or its zone/region labels changed."""
+        if old is None or new is None:
             return QueueingHint.QUEUE
         return QueueingHint.QUEUE if pv_topologies(old) != pv_topologies(new) else QueueingHint.QUEUE_SKIP

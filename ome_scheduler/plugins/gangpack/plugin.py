@@ -723,7 +723,7 @@ class OMEGangPack(
                 if planner is not None:
                     self.metrics.domain_max_gang_size.labels(tk, d).set(planner.plan_domain(d, ns_).room)
 
-    def events_to_register(self) -> list[ClusterEventWithHint]:
+    def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
         return [
             ClusterEventWithHint(ClusterEvent("Pod", ActionType.ADD), self._hint_pod_add),
             ClusterEventWithHint(ClusterEvent("Pod", ActionType.UPDATE_POD_LABEL), self._hint_pod_label),

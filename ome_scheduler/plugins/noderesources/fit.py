@@ -21,7 +21,7 @@ from typing import Any
 
 from ome_scheduler.api.core import Node, Pod
 from ome_scheduler.config.pluginargs import MAX_CUSTOM_PRIORITY_SCORE, REQUESTED_TO_CAPACITY_RATIO, NodeResourcesFitArgs
-from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
+from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, queueing_hint
 from ome_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     CycleState,
@@ -161,23 +161,27 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
             pod_reqs = self.pod_request_list(pod.pod)
         return [resource_score(self.strategy, self.resources, pod_reqs, n, self._shape_fn) for n in nodes]
 
-    def events_to_register(self) -> list[ClusterEventWithHint]:
+    def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
         return [
             ClusterEventWithHint(
-                ClusterEvent("Pod", ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN), self._after_pod_event
+                ClusterEvent("Pod", ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
+                self.is_schedulable_after_pod_event,
             ),
             ClusterEventWithHint(
-                ClusterEvent("Node", ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE), self._after_node_change
+                ClusterEvent("Node", ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
+                self.is_schedulable_after_node_change,
             ),
         ]
 
     @staticmethod
-    def _after_pod_event(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    @queueing_hint
+    def is_schedulable_after_pod_event(pod: Pod, old: Pod | None, new: Pod | None) -> QueueingHint:
+        """Queue when an assigned pod was deleted or scaled down a resource the pod requests."""
         if new is None:
-            if isinstance(old, Pod) and not old.spec.node_name and not old.status.nominated_node_name:
+            if old is not None and not old.spec.node_name and not old.status.nominated_node_name:
                 return QueueingHint.QUEUE_SKIP
             return QueueingHint.QUEUE
-        if not isinstance(new, Pod) or not isinstance(old, Pod):
+        if old is None:
             return QueueingHint.QUEUE
         if new.metadata.uid == pod.metadata.uid:
             return QueueingHint.QUEUE
@@ -190,15 +194,17 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         return QueueingHint.QUEUE_SKIP
 
     @staticmethod
-    def _after_node_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
-        if not isinstance(new, Node):
+    @queueing_hint
+    def is_schedulable_after_node_change(pod: Pod, old: Node | None, new: Node | None) -> QueueingHint:
+        """Queue when a node was added with room for the pod or grew a resource the pod requests."""
+        if new is None:
             return QueueingHint.QUEUE
         pi = PodInfo(pod)
         ni = NodeInfo(new.metadata.name)
         ni.set_node(new)
         if insufficient_resources(pi.requests, ni)[0]:
             return QueueingHint.QUEUE_SKIP
-        if not isinstance(old, Node):
+        if old is None:
             return QueueingHint.QUEUE
         o = Resource.from_list(old.status.allocatable)
         m = ni.allocatable
