@@ -3,10 +3,11 @@
 Mirrors ``pkg/scheduler/apis/config/types_pluginargs.go``, with the defaults of
 ``pkg/scheduler/apis/config/v1/defaults.go`` as field defaults: one frozen struct per plugin,
 decoded from the ``args`` mapping with camelCase names. As with kube-scheduler's strict
-decoder, an unknown field is an error (``forbid_unknown_fields``); the exceptions are the
-shape points of RequestedToCapacityRatio (unknown fields there were always ignored) and
-:class:`OMEGangPackArgs`, which decodes permissively like the upstream plugin
-(spec/gangpack.md §12.1). Decoding, defaulting and validation live in
+decoder, an unknown field is an error (``forbid_unknown_fields``); the exceptions are
+RequestedToCapacityRatio's parameter and shape points (unknown fields there were always
+ignored) and :class:`OMEGangPackArgs`, which decodes permissively like the upstream plugin
+(spec/gangpack.md §12.1). Subclasses repeat ``frozen=True`` because mypy does not inherit
+it. Decoding, defaulting and validation live in
 :mod:`ome_scheduler.config.validation_pluginargs`; plugins receive these structs validated.
 """
 
