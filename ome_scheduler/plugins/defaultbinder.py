@@ -17,10 +17,13 @@ from ome_scheduler.framework.types import PodInfo
 class DefaultBinder(BindPlugin):
     name = "DefaultBinder"
 
-    def __init__(self, binder: Binder) -> None:
+    def __init__(self, binder: Binder | None) -> None:
         self.binder = binder
 
     async def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
+        """POST the Binding; any API failure is an Error status (the pod is requeued)."""
+        if self.binder is None:  # built only to check a configuration
+            return Status.as_error(RuntimeError("DefaultBinder has no API client"))
         try:
             await self.binder.bind(pod.namespace, pod.name, pod.uid, node)
         except Exception as exc:
@@ -29,7 +32,4 @@ class DefaultBinder(BindPlugin):
 
     @classmethod
     def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> DefaultBinder:
-        binder = options.binder
-        if binder is None:
-            raise RuntimeError("DefaultBinder needs a binder")
-        return cls(binder)
+        return cls(options.binder)

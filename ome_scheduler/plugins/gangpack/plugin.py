@@ -21,7 +21,7 @@ Status messages, metric label values and V(4) log events are the documented ones
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,7 @@ from ome_scheduler.framework.events import (
 )
 from ome_scheduler.framework.interface import (
     MAX_NODE_SCORE,
+    BackgroundTask,
     CycleState,
     FilterPlugin,
     FrameworkOptions,
@@ -51,7 +52,7 @@ from ome_scheduler.framework.interface import (
     ScorePlugin,
 )
 from ome_scheduler.framework.status import Code, Status
-from ome_scheduler.framework.types import POD_GROUP_LABEL, NodeInfo, PodInfo
+from ome_scheduler.framework.types import POD_GROUP_LABEL, NodeInfo, PodInfo, gang_key, split_gang_key
 from ome_scheduler.logs import enabled, get_logger
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.plugins.gangpack.args import ArgsError, GangPackArgs, parse_args
@@ -66,6 +67,8 @@ RESERVED_NODE = "node is reserved for a forming gang"
 MAX_INDEXES = 16
 """Room indexes kept (one per topology key and member shape), least recently used dropped."""
 PACK_KEY = "gangpack.domainpack"
+DOMAIN_GAUGE_INTERVAL = 10.0
+"""Seconds between refreshes of the ``ome_scheduler_domain_*`` gauges."""
 
 log = get_logger()
 
@@ -93,14 +96,6 @@ class CyclePin:
     token: int
 
 
-def split_gang_key(key: str) -> tuple[str, str] | None:
-    """Split ``ns/name`` at the first ``/``; None when malformed (spec §2.1)."""
-    i = key.find("/")
-    if i <= 0 or i == len(key) - 1:
-        return None
-    return key[:i], key[i + 1 :]
-
-
 def is_live(pod: Pod) -> bool:
     """Not being deleted and not Succeeded or Failed."""
     return pod.metadata.deletion_timestamp is None and pod.status.phase not in ("Succeeded", "Failed")
@@ -111,10 +106,6 @@ def same_pod(a: Pod, b: Pod) -> bool:
     if a.metadata.uid and b.metadata.uid:
         return a.metadata.uid == b.metadata.uid
     return a.metadata.namespace == b.metadata.namespace and bool(a.metadata.name) and a.metadata.name == b.metadata.name
-
-
-def _pod_key(pi: PodInfo) -> str:
-    return pi.uid or pi.key
 
 
 class OMEGangPack(
@@ -150,6 +141,19 @@ class OMEGangPack(
             r: metrics.gang_pin.labels(r)
             for r in ("pinned", "no_fit", "reserved", "adopted", "stale_replan", "topology_replan")
         }
+        handle.pod_groups().subscribe(self.on_pod_group_event)
+
+    def background_tasks(self) -> Sequence[BackgroundTask]:
+        """The gang GC every ``gcIntervalSeconds`` (spec §7) and the domain gauges every 10 s."""
+        return (
+            BackgroundTask("gangpack.gc", float(self.args.gc_interval_seconds), self.gc),
+            BackgroundTask("gangpack.domain_gauges", DOMAIN_GAUGE_INTERVAL, self.refresh_domain_gauges, True),
+        )
+
+    def informer_sync_waits(self) -> Mapping[str, float]:
+        """Wait up to ``podGroupSyncTimeoutSeconds`` for PodGroups before the first cycle."""
+        t = self.args.pod_group_sync_timeout_seconds
+        return {"podgroups": float(t)} if t else {}
 
     @classmethod
     def new(cls, args: dict[str, Any] | None, handle: Handle, options: FrameworkOptions) -> OMEGangPack:
@@ -181,7 +185,7 @@ class OMEGangPack(
         out = []
         for wp in self.handle.waiting_pods():
             pi = wp.pod_info
-            if f"{pi.namespace}/{pi.gang}" == key and pi.gang and self.attempt_by_pod.get(_pod_key(pi)) == token:
+            if f"{pi.namespace}/{pi.gang}" == key and pi.gang and self.attempt_by_pod.get(pi.pod_key) == token:
                 out.append(wp)
         return out
 
@@ -206,8 +210,8 @@ class OMEGangPack(
                 self.metrics.gang_unwind.inc()
             self._set_gauge()
             self._activate_blocked()
-        if pod is not None and token and self.attempt_by_pod.get(_pod_key(pod)) == token:
-            del self.attempt_by_pod[_pod_key(pod)]
+        if pod is not None and token and self.attempt_by_pod.get(pod.pod_key) == token:
+            del self.attempt_by_pod[pod.pod_key]
         return released
 
     def resolve_topology_key(self, pg: PodGroup) -> str:
@@ -216,7 +220,7 @@ class OMEGangPack(
         return v or self.args.topology_key
 
     def _live_members(self, namespace: str, gang: str) -> list[PodInfo]:
-        return [p for p in self.handle.pods_in_group(namespace, gang) if is_live(p.pod)]
+        return [p for p in self.handle.pod_groups().members(gang_key(namespace, gang)) if is_live(p.pod)]
 
     # ---- PreFilter --------------------------------------------------------------------
 
@@ -227,14 +231,14 @@ class OMEGangPack(
             return None, None
         ns, name = pod.namespace, pod.gang
         key = f"{ns}/{name}"
-        pg = self.handle.pod_group(ns, name)
+        pg = self.handle.pod_groups().get(ns, name)
         if pg is None:
             c = self.store.get(key)
             if c is not None:
                 self._release(key, c.owner, 0, None, mark_failed=False)
             for k in [k for k in self.failed if k[0] == key]:
                 del self.failed[k]
-            err = self.handle.pod_group_error(ns, name)
+            err = self.handle.pod_groups().error(ns, name)
             if err is not None:  # exists but unreadable (the CRD schema would normally prevent it)
                 return None, Status.unschedulable(f"PodGroup {key} is invalid: {err}")
             return None, Status.unschedulable(f"PodGroup {key} not resolvable yet")
@@ -296,7 +300,11 @@ class OMEGangPack(
 
         # §3.2 placement scan: bound and assumed pods of this gang.
         # Members on a node that left the snapshot are not placed (the snapshot has no such node).
-        placed_pods = [(p, n) for p, n in self.handle.placed_members(info.namespace, info.name) if n is not None]
+        placed_pods = [
+            (p, n)
+            for p, n in self.handle.pod_groups().placed_members(gang_key(info.namespace, info.name))
+            if n is not None
+        ]
         count = len(placed_pods)
         placed = {p.name for p, _ in placed_pods}
         placed_domain = ""
@@ -496,7 +504,7 @@ class OMEGangPack(
         if d is None:
             if fits_unheld:
                 self._pin_metric["reserved"].inc()
-                self.blocked[_pod_key(pod)] = pod.pod  # woken when a hold drains or is released
+                self.blocked[pod.pod_key] = pod.pod  # woken when a hold drains or is released
                 return None, Status.unschedulable(
                     f"no domain has room for gang {key}: every fitting domain is reserved for a forming gang"
                 )
@@ -557,7 +565,7 @@ class OMEGangPack(
         pin: CyclePin | None = state.get(PIN_KEY)
         if pin is None:
             if not pod.gang and any(RESERVED_NODE in st.reasons for st in statuses.statuses.values()):
-                self.blocked[_pod_key(pod)] = pod.pod  # parked by a hold: woken when it drains or is released
+                self.blocked[pod.pod_key] = pod.pod  # parked by a hold: woken when it drains or is released
             return Status.unschedulable()
         if self._release(pin.gang.key, pin.gang.uid, pin.token, pod, mark_failed=True):
             return Status.unschedulable("gang reservation released after all candidate nodes were filtered")
@@ -624,7 +632,7 @@ class OMEGangPack(
             return None, 0.0
         if pin.gang.timeout <= 0:
             return Status.unresolvable("gang permit timeout is not configured"), 0.0
-        self.attempt_by_pod[_pod_key(pod)] = pin.token
+        self.attempt_by_pod[pod.pod_key] = pin.token
         self._activate([p.pod for p in self._live_members(pin.gang.namespace, pin.gang.name)], "permit")
         if not self.store.committed_if(pin.gang.key, pin.token):
             self.metrics.gang_gate.labels("wait").inc()
@@ -635,7 +643,7 @@ class OMEGangPack(
         return None, 0.0
 
     def post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
-        k = _pod_key(pod)
+        k = pod.pod_key
         self.attempt_by_pod.pop(k, None)
         self.blocked.pop(k, None)
         pin: CyclePin | None = state.get(PIN_KEY)
@@ -676,7 +684,7 @@ class OMEGangPack(
 
     def gc(self) -> None:
         """Spec §7: release pins of gangs with no live pod, or whose PodGroup is gone or re-created."""
-        live = self.handle.live_gang_keys()
+        live = self.handle.pod_groups().live_gang_keys()
         for key in list(self.templates_incomplete):
             if key not in live or split_gang_key(key) is None:
                 self.templates_incomplete.discard(key)
@@ -687,7 +695,7 @@ class OMEGangPack(
             stale = key not in live
             if not stale and owner:
                 parts = split_gang_key(key)
-                pg = self.handle.pod_group(*parts) if parts else None
+                pg = self.handle.pod_groups().get(*parts) if parts else None
                 stale = pg is None or pg.metadata.uid != owner
             if stale and self._release(key, owner, 0, None, mark_failed=False):
                 self.failed.pop((key, owner), None)
@@ -792,7 +800,7 @@ class OMEGangPack(
     def _hint_topology_key(self, pod: Pod) -> str:
         g = self._gang_of(pod)
         if g:
-            pg = self.handle.pod_group(pod.metadata.namespace, g)
+            pg = self.handle.pod_groups().get(pod.metadata.namespace, g)
             ann = self.args.pod_group_topology_key_annotation
             if pg is not None and (pg.spec.min_member or 0) > 0 and ann and pg.metadata.annotations.get(ann):
                 return pg.metadata.annotations[ann]
