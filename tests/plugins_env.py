@@ -20,8 +20,8 @@ from ome_scheduler.config.load import DEFAULT_CONFIG, parse_config
 from ome_scheduler.framework.interface import CycleState
 from ome_scheduler.framework.runtime import FitError
 from ome_scheduler.framework.types import PodInfo
+from ome_scheduler.generic_scheduler import NoNodesAvailable
 from ome_scheduler.metrics import Metrics
-from ome_scheduler.schedule_one import NoNodesAvailable
 from ome_scheduler.scheduler import Scheduler
 
 _uid = 0
@@ -146,7 +146,7 @@ class Env:
         state = CycleState()
         pi = PodInfo(p)
         try:
-            return self.s.cycles.schedule_pod(fw, state, pi), "", state
+            return self.s.cycles.algorithm.schedule_pod(fw, state, pi), "", state
         except FitError as fe:
             if fw.post_filter_plugins:
                 fe.diagnosis.post_filter_msg = fw.run_post_filter(state, pi, fe.diagnosis.node_to_status).message()
