@@ -51,10 +51,12 @@ class Request:
 
 @dataclass
 class Hold:
-    """Parks matching requests: ``arrived`` is set when one comes in, ``release`` lets them go."""
+    """Parks the next ``times`` matching requests: ``arrived`` is set when one comes in,
+    ``release`` lets them go."""
 
     method: str
     path: str
+    times: int
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
     release: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -145,9 +147,10 @@ class FakeApiServer:
         """Answer the next ``times`` requests matching ``method`` and the ``path`` prefix with ``code``."""
         self._faults.append([method, path, code, times])
 
-    def hold(self, method: str, path: str) -> Hold:
-        """Park requests matching ``method`` and the ``path`` prefix until ``release`` is set."""
-        h = Hold(method, path)
+    def hold(self, method: str, path: str, times: int = 1) -> Hold:
+        """Park the next ``times`` requests matching ``method`` and the ``path`` prefix until
+        ``release`` is set."""
+        h = Hold(method, path, times)
         self._holds.append(h)
         return h
 
@@ -181,7 +184,8 @@ class FakeApiServer:
         )
         self.requests.append(req)
         for h in self._holds:
-            if h.method == req.method and req.path.startswith(h.path):
+            if h.method == req.method and req.path.startswith(h.path) and h.times > 0:
+                h.times -= 1
                 h.arrived.set()
                 await h.release.wait()
         for f in self._faults:

@@ -248,7 +248,7 @@ def test_review_failure_is_500_not_a_decision() -> None:
         s.api.fail("POST", TOKENREVIEWS, 403)
         status, _, body = await s.get("/metrics", token="alice-token")
         assert status == 500
-        assert body == b"Internal Server Error: authorization check failed\n"
+        assert body == b"Internal Server Error: authorization check failed\n", body
         # nothing was cached: the next request is reviewed again and succeeds
         assert (await s.get("/metrics", token="alice-token"))[0] == 200
         assert len(s.api.sent("POST", TOKENREVIEWS)) == 2
