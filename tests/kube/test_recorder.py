@@ -16,9 +16,9 @@ from typing import Any
 import msgspec
 import pytest
 
+from ome_scheduler.api.core import Pod
 from ome_scheduler.kube import recorder as recorder_module
 from ome_scheduler.kube.client import hostname
-from ome_scheduler.kube.objects import Pod
 from ome_scheduler.kube.recorder import Recorder, truncate_message
 from ome_scheduler.util.timestamps import parse_rfc3339
 from tests.apiserver import FakeApiServer
