@@ -19,6 +19,7 @@ ours gets a ``FailedScheduling`` event) and the scheduler goes on with the other
 from __future__ import annotations
 
 from collections.abc import Callable, Container
+from dataclasses import dataclass
 
 import msgspec
 
@@ -51,33 +52,24 @@ EVENT_POD_GROUP_UPDATE = ClusterEvent(POD_GROUP, ActionType.UPDATE)
 EVENT_POD_GROUP_DELETE = ClusterEvent(POD_GROUP, ActionType.DELETE)
 
 
+@dataclass(kw_only=True)
 class EventHandlers:
     """The informers' ``on_add``/``on_update``/``on_delete``/``on_invalid`` callbacks.
 
     Every handler runs synchronously on the event loop, between scheduling cycles, so a cycle
-    never sees a half-applied event.
+    never sees a half-applied event. ``pods`` and ``namespaces`` are the scheduler's listers
+    (written here, read by the cycles and the Handle); ``profiles`` the scheduler names this
+    process serves; ``waiting_pod`` finds a pod's Permit wait.
     """
 
-    def __init__(
-        self,
-        *,
-        cache: SchedulerCache,
-        queue: SchedulingQueue,
-        pod_groups: PodGroupState,
-        pods: dict[str, PodInfo],
-        namespaces: dict[str, Namespace],
-        profiles: Container[str],
-        recorder: EventRecorder | None,
-        waiting_pod: Callable[[PodKey], WaitingPod | None],
-    ) -> None:
-        self.cache = cache
-        self.queue = queue
-        self.pod_groups = pod_groups
-        self.pods = pods
-        self.namespaces = namespaces
-        self.profiles = profiles
-        self.recorder = recorder
-        self.waiting_pod = waiting_pod
+    cache: SchedulerCache
+    queue: SchedulingQueue
+    pod_groups: PodGroupState
+    pods: dict[str, PodInfo]
+    namespaces: dict[str, Namespace]
+    profiles: Container[str]
+    recorder: EventRecorder | None
+    waiting_pod: Callable[[PodKey], WaitingPod | None]
 
     def _responsible(self, pod: Pod) -> bool:
         """``responsibleForPod``: the pod names one of our profiles."""

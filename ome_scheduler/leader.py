@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 import msgspec
 
 from ome_scheduler.kube.client import PRIORITY_CRITICAL, ApiError, KubeClient, hostname
@@ -187,19 +188,16 @@ class LeaderElector:
         """Renew every ``retry_period``; call ``on_lost`` once renewals fail for ``renew_deadline``."""
         while True:
             await asyncio.sleep(self.retry_period)
-            deadline = time.monotonic() + self.renew_deadline
             ok = False
-            while time.monotonic() < deadline:
-                try:
-                    ok = await asyncio.wait_for(
-                        self.try_acquire_or_renew(), timeout=max(0.1, deadline - time.monotonic())
-                    )
-                except (TimeoutError, Exception) as exc:
-                    log.info("lease renewal attempt failed", v=2, error=repr(exc))
-                    ok = False
-                if ok:
-                    break
-                await asyncio.sleep(min(self.retry_period, max(0.0, deadline - time.monotonic())))
+            # client-go's renew loop: retry every retry_period until renew_deadline has passed.
+            with anyio.move_on_after(self.renew_deadline):
+                while not ok:
+                    try:
+                        ok = await self.try_acquire_or_renew()
+                    except Exception as exc:
+                        log.info("lease renewal attempt failed", v=2, error=repr(exc))
+                    if not ok:
+                        await asyncio.sleep(self.retry_period)
             if not ok:
                 self._set_leader(False)
                 log.error("failed to renew lease, leaderelection lost", lease=f"{self.namespace}/{self.name}")

@@ -21,6 +21,9 @@ import asyncio
 import random
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import anyio
 
 from ome_scheduler.backend.cache import SchedulerCache
 from ome_scheduler.backend.queue import SchedulingQueue
@@ -39,27 +42,24 @@ PLUGIN_METRICS_SAMPLE_PERCENT = 10
 """Share of cycles whose per-plugin durations are observed (kube-scheduler's pluginMetricsSamplePercent)."""
 
 
+@dataclass(kw_only=True)
 class ScheduleOne:
-    """Runs each popped pod through its profile's framework and binds it in the background."""
+    """Runs each popped pod through its profile's framework and binds it in the background.
 
-    def __init__(
-        self,
-        *,
-        cache: SchedulerCache,
-        queue: SchedulingQueue,
-        frameworks: Mapping[str, Framework],
-        pods: Mapping[str, PodInfo],
-        recorder: EventRecorder,
-        metrics: Metrics,
-    ) -> None:
-        self.cache = cache
-        self.queue = queue
-        self.frameworks = frameworks
-        self.pods = pods
-        self.recorder = recorder
-        self.metrics = metrics
-        self.algorithm = GenericScheduler(cache, metrics)
-        self.binding_tasks: set[asyncio.Task[None]] = set()
+    ``frameworks`` by scheduler name; ``pods`` the informer's latest PodInfo by
+    ``namespace/name`` (a failed pod is requeued with its latest version).
+    """
+
+    cache: SchedulerCache
+    queue: SchedulingQueue
+    frameworks: Mapping[str, Framework]
+    pods: Mapping[str, PodInfo]
+    recorder: EventRecorder
+    metrics: Metrics
+    binding_tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
+
+    def __post_init__(self) -> None:
+        self.algorithm = GenericScheduler(self.cache, self.metrics)
 
     def schedule_one(self, q: QueuedPodInfo) -> None:
         """``ScheduleOne``: one scheduling cycle; on success a binding-cycle task is started."""
@@ -279,4 +279,5 @@ class ScheduleOne:
     async def drain(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for in-flight binding cycles."""
         if self.binding_tasks:
-            await asyncio.wait(list(self.binding_tasks), timeout=timeout)
+            with anyio.move_on_after(timeout):
+                await asyncio.wait(list(self.binding_tasks))  # waiting cancels no binding

@@ -19,6 +19,8 @@ import asyncio
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+import anyio
+
 from ome_scheduler.api.core import Namespace, Pod
 from ome_scheduler.backend.cache import SchedulerCache
 from ome_scheduler.backend.podgroups import PodGroupState
@@ -253,9 +255,9 @@ class Scheduler:
         """Run every declared background task until cancelled (leader only)."""
         tasks = self.background_tasks()
         if tasks:
-            async with asyncio.TaskGroup() as tg:
+            async with anyio.create_task_group() as tg:
                 for t in tasks:
-                    tg.create_task(_every(t))
+                    tg.start_soon(_every, t)
 
     async def drain_bindings(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for in-flight binding cycles."""

@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+
 from ome_scheduler.api.core import Pod
 from ome_scheduler.kube.client import PRIORITY_EVENTS, PRIORITY_STATUS, ApiError, KubeClient, hostname
 from ome_scheduler.logs import get_logger
@@ -70,7 +72,8 @@ class Recorder:
     async def drain(self, timeout: float = 5.0) -> None:
         """Wait (bounded) for pending writes, e.g. at shutdown."""
         if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=timeout)
+            with anyio.move_on_after(timeout):
+                await asyncio.wait(list(self._tasks))  # waiting cancels no write
 
     def event(self, pod: Pod, *, controller: str, type_: str, reason: str, action: str, note: str) -> None:
         """Record an event about ``pod`` (``Eventf``)."""
