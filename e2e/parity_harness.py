@@ -43,7 +43,8 @@ import yaml
 
 from e2e.cluster import Cluster
 from e2e.components import ALWAYS_ALLOW_PATHS
-from e2e.helpers import Api, kube_counterpart_config, unique, wait_for
+from e2e.helpers import Api, wait_for
+from e2e.manifests import kube_counterpart_config, unique
 from e2e.parity_gen import CASE_LABEL, RUNTIME_CLASS, RUNTIME_CLASS_OVERHEAD, Case
 from e2e.processes import free_ports
 
