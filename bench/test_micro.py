@@ -23,6 +23,7 @@ from ome_scheduler.config.load import parse_config
 from ome_scheduler.framework.interface import CycleState
 from ome_scheduler.framework.types import PodInfo
 from ome_scheduler.metrics import Metrics
+from ome_scheduler.plugins.gangpack.plugin import OMEGangPack
 from ome_scheduler.scheduler import Scheduler
 from tests.builders import make_node, make_pod, make_pod_group
 
@@ -47,7 +48,7 @@ def scheduler(nodes: int) -> Scheduler:
     cfg = parse_config(chart_config())
     s = Scheduler(cfg, metrics=Metrics(), binder=_NoIO(), recorder=_NoIO())
     for i in range(nodes):
-        s.on_node_add(
+        s.handlers.on_node_add(
             make_node(
                 f"n{i:05d}", {CLIQUE: f"c{i // 8:04d}"}, alloc={"nvidia.com/gpu": "8", "cpu": "64", "memory": "512Gi"}
             )
@@ -62,18 +63,19 @@ def gang_member(name: str) -> Pod:
 @pytest.mark.parametrize("nodes", SIZES)
 def test_plan_one_gang_of_8(benchmark: Any, nodes: int) -> None:
     s = scheduler(nodes)
-    s.on_pod_group_add(make_pod_group("g", min_member=8, topology_key=CLIQUE))
+    s.handlers.on_pod_group_add(make_pod_group("g", min_member=8, topology_key=CLIQUE))
     members = [gang_member(f"g-{i}") for i in range(8)]
     for m in members:
-        s._index(PodInfo(m))
-    gp = s.gang_plugins[0]
+        s.handlers.on_pod_add(m)
+    gp = s.frameworks["ome-scheduler"].plugins["OMEGangPack"]
+    assert isinstance(gp, OMEGangPack)
     pod = s.pods["ns/g-0"]
     node_infos = s.cache.node_infos()
 
     def plan() -> set[str] | None:
-        gp.store.by_group.clear()
-        gp.store.reserved.clear()
-        gp.store.reserved_nodes.clear()
+        gp.gangs.pins.by_group.clear()
+        gp.gangs.pins.reserved.clear()
+        gp.gangs.pins.reserved_nodes.clear()
         r, st = gp.pre_filter(CycleState(), pod, node_infos)
         assert st is None, st
         return r
@@ -89,7 +91,7 @@ def test_filter_and_score_one_standalone_pod(benchmark: Any, nodes: int) -> None
     pod = PodInfo(make_pod("solo", requests={"nvidia.com/gpu": "1", "cpu": "100m", "memory": "128Mi"}))
 
     def cycle() -> str:
-        return s._schedule_pod(fw, CycleState(), pod)
+        return s.cycles.algorithm.schedule_pod(fw, CycleState(), pod)
 
     assert benchmark(cycle).startswith("n")
 

@@ -4,16 +4,29 @@ Run with ``.venv/bin/pytest e2e`` from the repository root (never under xdist). 
 ``OME_CLUSTER_DIR`` to reuse a cluster started with ``python -m e2e.cluster up``; it is then left
 running. Otherwise the fixture starts one and stops it at the end, keeping ``logs/`` when a test
 failed.
+
+Per module: ``scheduler`` runs one ome-scheduler with ``scheduler_config`` (the chart's defaults;
+a module overrides that fixture to change it). Per test: ``ns`` is a namespace of its own; in a
+module marked ``pytest.mark.invariants_after_test`` the shared invariants (``assert_invariants``)
+are checked on it after the test, before it is deleted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from e2e.cluster import Cluster
-from e2e.helpers import Api
+from e2e.helpers import Api, SchedulerProcess, assert_invariants
+from e2e.manifests import chart_config, unique
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "invariants_after_test: check assert_invariants on the test's ns before deleting it"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -44,3 +57,27 @@ def api(cluster: Cluster) -> Iterator[Api]:
     a = Api(cluster)
     yield a
     a.close()
+
+
+@pytest.fixture(scope="module")
+def scheduler_config() -> dict[str, Any]:
+    """The configuration of the module's ``scheduler``: what the chart renders by default."""
+    return chart_config()
+
+
+@pytest.fixture(scope="module")
+def scheduler(cluster: Cluster, scheduler_config: dict[str, Any]) -> Iterator[SchedulerProcess]:
+    """One ome-scheduler process (scheduler name ``ome-scheduler``) for the module, stopped after it."""
+    with SchedulerProcess(cluster, scheduler_config) as s:
+        yield s
+
+
+@pytest.fixture
+def ns(api: Api, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace for one test, deleted after it (invariants first if the module asks)."""
+    name = unique("e2e")
+    api.create_namespace(name)
+    yield name
+    if request.node.get_closest_marker("invariants_after_test") is not None:
+        assert_invariants(api, name)
+    api.delete_namespace(name)

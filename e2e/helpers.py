@@ -1,15 +1,14 @@
-"""Helpers for end-to-end tests: a small API client, object builders, an ome-scheduler process.
+"""Helpers for end-to-end tests: a small API client, an ome-scheduler process, waits and checks.
 
-Everything talks to the real local control plane (``e2e/cluster.py``). Tests isolate
-themselves with a namespace and nodes of their own: node names and the domain label key
-carry a per-test suffix, so gangs of one test never see another test's domains.
+Everything talks to the real local control plane (``e2e/cluster.py``); the objects tests create
+come from ``e2e/manifests.py``. Tests isolate themselves with a namespace and nodes of their own:
+node names and the domain label key carry a per-test suffix, so gangs of one test never see
+another test's domains.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
-import itertools
 import json
 import os
 import signal
@@ -17,7 +16,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,12 +23,13 @@ from typing import Any, TypeVar
 import httpx
 import yaml
 
-from e2e.cluster import Cluster
+from e2e.cluster import Cluster, node_not_ready
+from e2e.manifests import HOSTNAME, POD_GROUP_LABEL, TOPOLOGY_ANNOTATION, pod, pod_group, unique
+from e2e.manifests import chart_config as chart_config  # re-exported: tests/ and bench/ import it from here
+from e2e.manifests import kube_counterpart_config as kube_counterpart_config  # re-exported for bench/run.py
+from e2e.processes import free_ports
 
 REPO = Path(__file__).resolve().parent.parent
-POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-TOPOLOGY_ANNOTATION = "ome.io/topology-key"
-SCHEDULER_NAME = "ome-scheduler"
 
 T = TypeVar("T")
 
@@ -175,6 +174,16 @@ class Api:
         ns = pg["metadata"]["namespace"]
         return self.post(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups", pg)
 
+    def create_gang(self, ns: str, size: int, topology_key: str, *, name: str = "g") -> list[str]:
+        """Create PodGroup ``name`` (minMember ``size``, domain label key ``topology_key``), then its
+        members ``m0`` .. ``m<size-1>``, each needing a node of its own (required pod anti-affinity
+        on the hostname). Returns the member names."""
+        self.create_pod_group(pod_group(name, ns, size, topology_key=topology_key))
+        members = [f"m{i}" for i in range(size)]
+        for m in members:
+            self.create_pod(pod(m, ns, gang=name, anti_affinity_on=HOSTNAME))
+        return members
+
     def delete_pod_group(self, ns: str, name: str) -> None:
         self.delete(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups/{name}")
 
@@ -208,240 +217,7 @@ def _json(body: Any) -> bytes:
     return json.dumps(body).encode()
 
 
-# ---- builders --------------------------------------------------------------------------
-
-_counter = itertools.count(1)
-
-
-def unique(prefix: str) -> str:
-    """A short DNS-safe unique name."""
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
-
-
-def node(
-    name: str,
-    labels: Mapping[str, str] | None = None,
-    *,
-    gpu: int = 1,
-    cpu: str = "8",
-    memory: str = "32Gi",
-    pods: int = 110,
-    taints: Sequence[Mapping[str, str]] = (),
-    unschedulable: bool = False,
-) -> dict[str, Any]:
-    """A kwok-managed Node object with capacity and allocatable set."""
-    res = {"cpu": cpu, "memory": memory, "pods": str(pods)}
-    if gpu:
-        res["nvidia.com/gpu"] = str(gpu)
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "annotations": {"kwok.x-k8s.io/node": "fake"},
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "type": "kwok",
-                **(labels or {}),
-            },
-        },
-        "spec": {"taints": list(taints), "unschedulable": unschedulable},
-        "status": {"capacity": dict(res), "allocatable": dict(res)},
-    }
-
-
-def pod(
-    name: str,
-    ns: str,
-    *,
-    gang: str | None = None,
-    gpu: int = 1,
-    cpu: str | None = None,
-    memory: str | None = None,
-    labels: Mapping[str, str] | None = None,
-    scheduler: str = SCHEDULER_NAME,
-    anti_affinity_on: str | None = None,
-    node_selector: Mapping[str, str] | None = None,
-    node_name: str | None = None,
-    affinity: Mapping[str, Any] | None = None,
-    tolerations: Sequence[Mapping[str, Any]] = (),
-    gates: Sequence[str] = (),
-) -> dict[str, Any]:
-    """A pause pod; ``gang`` sets the pod-group label, ``anti_affinity_on`` a required
-    anti-affinity against pods with the same ``app`` label on that topology key, ``gates``
-    scheduling gates."""
-    lab = {"app": gang or name, **(labels or {})}
-    if gang:
-        lab[POD_GROUP_LABEL] = gang
-    req: dict[str, str] = {}
-    if gpu:
-        req["nvidia.com/gpu"] = str(gpu)
-    if cpu:
-        req["cpu"] = cpu
-    if memory:
-        req["memory"] = memory
-    spec: dict[str, Any] = {
-        "schedulerName": scheduler,
-        "terminationGracePeriodSeconds": 0,
-        "containers": [
-            {
-                "name": "pause",
-                "image": "registry.k8s.io/pause:3.10",
-                "resources": {"requests": dict(req), "limits": dict(req)} if req else {},
-            }
-        ],
-    }
-    aff: dict[str, Any] = copy.deepcopy(dict(affinity)) if affinity else {}
-    if anti_affinity_on:
-        aff["podAntiAffinity"] = {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                {"labelSelector": {"matchLabels": {"app": lab["app"]}}, "topologyKey": anti_affinity_on}
-            ]
-        }
-    if aff:
-        spec["affinity"] = aff
-    if node_selector:
-        spec["nodeSelector"] = dict(node_selector)
-    if node_name:
-        spec["nodeName"] = node_name
-    if tolerations:
-        spec["tolerations"] = list(tolerations)
-    if gates:
-        spec["schedulingGates"] = [{"name": g} for g in gates]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns, "labels": lab}, "spec": spec}
-
-
-def pod_group(
-    name: str,
-    ns: str,
-    min_member: int,
-    *,
-    topology_key: str | None = None,
-    timeout: int | None = 300,
-    labels: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    md: dict[str, Any] = {"name": name, "namespace": ns}
-    if topology_key:
-        md["annotations"] = {TOPOLOGY_ANNOTATION: topology_key}
-    if labels:
-        md["labels"] = dict(labels)
-    spec: dict[str, Any] = {"minMember": min_member}
-    if timeout is not None:
-        spec["scheduleTimeoutSeconds"] = timeout
-    return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": md, "spec": spec}
-
-
 # ---- the scheduler under test ----------------------------------------------------------
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def kube_counterpart_config(
-    scheduler_name: str, kubeconfig: str, *, qps: float | None = None, burst: int | None = None
-) -> dict[str, Any]:
-    """The stock kube-scheduler configured like the chart's profile minus OMEGangPack (it has
-    no gangs): MostAllocated packing on cpu and memory, no preemption, no spread scoring."""
-    conn: dict[str, Any] = {"kubeconfig": kubeconfig}
-    if qps is not None:
-        conn["qps"] = qps
-    if burst is not None:
-        conn["burst"] = burst
-    return {
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "clientConnection": conn,
-        "leaderElection": {"leaderElect": False},
-        "profiles": [
-            {
-                "schedulerName": scheduler_name,
-                "plugins": {
-                    "multiPoint": {"disabled": [{"name": "DefaultPreemption"}]},
-                    "score": {
-                        "enabled": [{"name": "NodeResourcesFit", "weight": 10}],
-                        "disabled": [{"name": "PodTopologySpread"}],
-                    },
-                },
-                "pluginConfig": [
-                    {
-                        "name": "NodeResourcesFit",
-                        "args": {
-                            "scoringStrategy": {
-                                "type": "MostAllocated",
-                                "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}],
-                            }
-                        },
-                    }
-                ],
-            }
-        ],
-    }
-
-
-def chart_config(
-    *,
-    scheduler_name: str = SCHEDULER_NAME,
-    topology_key: str | None = None,
-    percentage: int | None = None,
-    leader_elect: bool = False,
-    lease_namespace: str = "kube-system",
-    gang_args: Mapping[str, Any] | None = None,
-    fit_resources: Sequence[Mapping[str, Any]] | None = None,
-    extra: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The KubeSchedulerConfiguration the chart renders with its defaults (spec chart.md §3.3)."""
-    args: dict[str, Any] = {
-        "podGroupTopologyKeyAnnotation": "ome.io/topology-key",
-        "unsupportedPlacementGroupLabel": "ome.io/placement-group",
-        "defaultPermitTimeoutSeconds": 600,
-        "podGroupSyncTimeoutSeconds": 30,
-        "gcIntervalSeconds": 60,
-        "standaloneDomainPacking": True,
-    }
-    if topology_key:
-        args = {"topologyKey": topology_key, **args}
-    args.update(gang_args or {})
-    profile: dict[str, Any] = {"schedulerName": scheduler_name}
-    if percentage is not None:
-        profile["percentageOfNodesToScore"] = percentage
-    profile["plugins"] = {
-        "multiPoint": {"enabled": [{"name": "OMEGangPack"}], "disabled": [{"name": "DefaultPreemption"}]},
-        "score": {
-            "enabled": [{"name": "NodeResourcesFit", "weight": 10}, {"name": "OMEGangPack", "weight": 10}],
-            "disabled": [{"name": "PodTopologySpread"}],
-        },
-    }
-    profile["pluginConfig"] = [
-        {"name": "OMEGangPack", "args": args},
-        {
-            "name": "NodeResourcesFit",
-            "args": {
-                "scoringStrategy": {
-                    "type": "MostAllocated",
-                    "resources": list(fit_resources or [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]),
-                }
-            },
-        },
-    ]
-    cfg: dict[str, Any] = {
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "leaderElection": {
-            "leaderElect": leader_elect,
-            "resourceName": scheduler_name,
-            "resourceNamespace": lease_namespace,
-        },
-        "profiles": [profile],
-    }
-    cfg.update(extra or {})
-    return cfg
 
 
 class SchedulerProcess:
@@ -463,7 +239,7 @@ class SchedulerProcess:
         self.config_path = self.dir / "config.yaml"
         self.config_path.write_text(yaml.safe_dump(dict(config), sort_keys=False))
         self.log_path = self.dir / "scheduler.log"
-        self.port = free_port()
+        self.port = free_ports(1)[0]
         self.argv = [
             sys.executable,
             "-m",
@@ -553,16 +329,7 @@ def temp_nodes(api: Api, nodes: Sequence[Mapping[str, Any]], ready_timeout: floa
 
     def ready() -> bool:
         got = {n["metadata"]["name"]: n for n in api.nodes()}
-        for name in names:
-            n = got.get(name)
-            if n is None:
-                return False
-            conds = n.get("status", {}).get("conditions", [])
-            if not any(c["type"] == "Ready" and c["status"] == "True" for c in conds):
-                return False
-            if any(t["key"] == "node.kubernetes.io/not-ready" for t in n["spec"].get("taints") or []):
-                return False
-        return True
+        return all(name in got and node_not_ready(got[name]) is None for name in names)
 
     wait_for(f"nodes {names} Ready", ready, timeout=ready_timeout)
     try:

@@ -49,8 +49,22 @@ TAINTS: list[dict[str, str]] = [
     {"key": "noisy", "value": "x", "effect": "PreferNoSchedule"},
 ]
 UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+NO_PROVISIONER = "kubernetes.io/no-provisioner"
 VOLUME_CASE_SHARE = 0.18
 """The share of cases whose new pod mounts PersistentVolumeClaims."""
+
+
+def storage_class(name: str, binding_mode: str, provisioner: str = NO_PROVISIONER, **extra: Any) -> dict[str, Any]:
+    """A StorageClass; ``binding_mode`` is ``Immediate`` or ``WaitForFirstConsumer``, ``extra`` adds
+    top-level fields (``allowedTopologies``). The default provisioner provisions nothing (local PVs)."""
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": provisioner,
+        "volumeBindingMode": binding_mode,
+        **extra,
+    }
 
 
 @dataclass
@@ -554,29 +568,11 @@ class _Gen:
         """Claims for the new pod: pre-bound, unbound Immediate, WaitForFirstConsumer with or
         without matching PVs, unprovisionable, missing; sometimes ReadWriteOncePod in use."""
         vs = VolumeSpec(self.id)
+        nowhere = [{"matchLabelExpressions": [{"key": ZONE, "values": [f"{self.id}-nowhere"]}]}]
         vs.classes = [
-            {
-                "apiVersion": "storage.k8s.io/v1",
-                "kind": "StorageClass",
-                "metadata": {"name": "imm"},
-                "provisioner": "kubernetes.io/no-provisioner",
-                "volumeBindingMode": "Immediate",
-            },
-            {
-                "apiVersion": "storage.k8s.io/v1",
-                "kind": "StorageClass",
-                "metadata": {"name": "wffc"},
-                "provisioner": "kubernetes.io/no-provisioner",
-                "volumeBindingMode": "WaitForFirstConsumer",
-            },
-            {
-                "apiVersion": "storage.k8s.io/v1",
-                "kind": "StorageClass",
-                "metadata": {"name": "dyn"},
-                "provisioner": "example.com/parity",
-                "volumeBindingMode": "WaitForFirstConsumer",
-                "allowedTopologies": [{"matchLabelExpressions": [{"key": ZONE, "values": [f"{self.id}-nowhere"]}]}],
-            },
+            storage_class("imm", "Immediate"),
+            storage_class("wffc", "WaitForFirstConsumer"),
+            storage_class("dyn", "WaitForFirstConsumer", provisioner="example.com/parity", allowedTopologies=nowhere),
         ]
         volumes = []
         for i in range(self.r.randrange(1, 3)):

@@ -41,9 +41,12 @@ from typing import Any
 import httpx
 import yaml
 
-from e2e.cluster import ALWAYS_ALLOW_PATHS, Cluster, free_ports
-from e2e.helpers import Api, kube_counterpart_config, unique, wait_for
+from e2e.cluster import Cluster
+from e2e.components import ALWAYS_ALLOW_PATHS
+from e2e.helpers import Api, wait_for
+from e2e.manifests import kube_counterpart_config, unique
 from e2e.parity_gen import CASE_LABEL, RUNTIME_CLASS, RUNTIME_CLASS_OVERHEAD, Case
+from e2e.processes import free_ports
 
 KUBE_PROFILE = "parity-kube"
 OME_PROFILE = "parity-ome"

@@ -11,41 +11,19 @@ trigger exercised above was counted.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from e2e.cluster import Cluster
-from e2e.helpers import (
-    Api,
-    SchedulerProcess,
-    assert_invariants,
-    chart_config,
-    node,
-    pod,
-    pod_group,
-    temp_nodes,
-    unique,
-    wait_bound,
-    wait_for,
-    wait_message,
-)
-
-HOST = "kubernetes.io/hostname"
+from e2e.helpers import Api, SchedulerProcess, assert_invariants, temp_nodes, wait_bound, wait_for, wait_message
+from e2e.manifests import HOSTNAME, chart_config, domain_key, node, pod, pod_group, unique
 
 
 @pytest.fixture(scope="module")
-def scheduler(cluster: Cluster) -> Iterator[SchedulerProcess]:
-    with SchedulerProcess(cluster, chart_config(gang_args={"gcIntervalSeconds": 2})) as s:
-        yield s
-
-
-@pytest.fixture
-def ns(api: Api) -> Iterator[str]:
-    name = unique("gang")
-    api.create_namespace(name)
-    yield name
-    api.delete_namespace(name)
+def scheduler_config() -> dict[str, Any]:
+    """The chart's configuration with ``gcIntervalSeconds`` lowered to 2 s."""
+    return chart_config(gang_args={"gcIntervalSeconds": 2})
 
 
 def domain_nodes(key: str, dk: str, spec: dict[str, int], **kw: object) -> list[dict[str, object]]:
@@ -57,15 +35,39 @@ def domain_of(api: Api, ns: str, pods: list[str], dk: str) -> set[str]:
     return {nodes[p] for p in wait_bound(api, ns, pods).values()}
 
 
+def create_held_gang(
+    api: Api, ns: str, size: int, topology_key: str, *, gang: str = "g", member: str = "m", permit_timeout: int = 600
+) -> None:
+    """Create a gang that cannot complete until its last member is released with ``api.ungate``.
+
+    PodGroup ``gang`` (minMember ``size``, ``scheduleTimeoutSeconds`` ``permit_timeout``), then its
+    last member ``<member><size-1>`` held by the scheduling gate ``example.com/hold``, then
+    ``<member>0`` and the rest. The gated member comes first: it counts as a template (spec §3.3)
+    but never runs PreFilter, so created after ``<member>0`` it could leave that one parked on
+    "waiting for all PodGroup member templates" with nothing to wake it (an unscheduled pod's Add
+    wakes no sibling).
+    """
+    api.create_pod_group(pod_group(gang, ns, size, topology_key=topology_key, timeout=permit_timeout))
+    api.create_pod(pod(f"{member}{size - 1}", ns, gang=gang, anti_affinity_on=HOSTNAME, gates=["example.com/hold"]))
+    for i in range(size - 1):
+        api.create_pod(pod(f"{member}{i}", ns, gang=gang, anti_affinity_on=HOSTNAME))
+
+
+def wait_at_permit(api: Api, ns: str, name: str) -> str:
+    """Wait ≤ 20 s until pod ``name`` waits at Permit (it is nominated); return the nominated node."""
+    return str(
+        wait_for(f"{name} waiting at Permit", lambda: api.pod(ns, name)["status"].get("nominatedNodeName"), timeout=20)
+    )
+
+
 def test_two_gangs_race_for_domains_of_three_and_four(api: Api, scheduler: SchedulerProcess, ns: str) -> None:
-    key = unique("race")
-    dk = f"e2e.ome.io/{key}"
+    key, dk = domain_key("race")
     with temp_nodes(api, domain_nodes(key, dk, {"three": 3, "four": 4})):
         for g in ("ga", "gb"):
             api.create_pod_group(pod_group(g, ns, 3, topology_key=dk))
         for i in range(3):
             for g in ("ga", "gb"):
-                api.create_pod(pod(f"{g}-{i}", ns, gang=g, anti_affinity_on=HOST))
+                api.create_pod(pod(f"{g}-{i}", ns, gang=g, anti_affinity_on=HOSTNAME))
         da = domain_of(api, ns, [f"ga-{i}" for i in range(3)], dk)
         db = domain_of(api, ns, [f"gb-{i}" for i in range(3)], dk)
         assert len(da) == 1 and len(db) == 1 and da != db
@@ -83,13 +85,12 @@ def leader_worker(ns: str, dk: str, name: str, role: str) -> dict[str, object]:
                 ]
             }
         }
-    return pod(name, ns, gang="lw", labels={"role": role, "lws": "lw"}, anti_affinity_on=HOST, affinity=aff)
+    return pod(name, ns, gang="lw", labels={"role": role, "lws": "lw"}, anti_affinity_on=HOSTNAME, affinity=aff)
 
 
 @pytest.mark.parametrize("first", ["leader", "worker"])
 def test_leader_worker_gang(api: Api, scheduler: SchedulerProcess, ns: str, first: str) -> None:
-    key = unique("lw")
-    dk = f"e2e.ome.io/{key}"
+    key, dk = domain_key("lw")
     with temp_nodes(api, domain_nodes(key, dk, {"small": 2, "big": 3})):
         api.create_pod_group(pod_group("lw", ns, 3, topology_key=dk))
         order = ["leader", "worker", "worker"] if first == "leader" else ["worker", "worker", "leader"]
@@ -104,13 +105,9 @@ def test_leader_worker_gang(api: Api, scheduler: SchedulerProcess, ns: str, firs
 
 
 def test_member_times_out_and_gang_recovers(api: Api, scheduler: SchedulerProcess, ns: str) -> None:
-    key = unique("timeout")
-    dk = f"e2e.ome.io/{key}"
+    key, dk = domain_key("timeout")
     with temp_nodes(api, domain_nodes(key, dk, {"a": 3})):
-        api.create_pod_group(pod_group("g", ns, 3, topology_key=dk, timeout=3))
-        api.create_pod(pod("m2", ns, gang="g", anti_affinity_on=HOST, gates=["example.com/hold"]))
-        api.create_pod(pod("m0", ns, gang="g", anti_affinity_on=HOST))
-        api.create_pod(pod("m1", ns, gang="g", anti_affinity_on=HOST))
+        create_held_gang(api, ns, 3, dk, permit_timeout=3)
         msg = wait_message(api, ns, "m0", "rejected due to timeout after waiting 3s at plugin OMEGangPack", timeout=30)
         assert msg.startswith("0/1 nodes are available: 1 ")
         assert not any(p["spec"].get("nodeName") for p in api.pods(ns))
@@ -122,21 +119,10 @@ def test_member_times_out_and_gang_recovers(api: Api, scheduler: SchedulerProces
 
 
 def test_podgroup_recreated_while_members_wait(api: Api, scheduler: SchedulerProcess, ns: str) -> None:
-    key = unique("recreate")
-    dk = f"e2e.ome.io/{key}"
+    key, dk = domain_key("recreate")
     with temp_nodes(api, domain_nodes(key, dk, {"a": 3})):
-        api.create_pod_group(pod_group("g", ns, 3, topology_key=dk, timeout=600))
-        # The gated member first: it counts as a template (spec §3.3) but never runs PreFilter,
-        # so created after m0 it could leave m0 parked on "waiting for all PodGroup member
-        # templates" with nothing to wake it (an unscheduled pod's Add wakes no sibling).
-        api.create_pod(pod("m2", ns, gang="g", anti_affinity_on=HOST, gates=["example.com/hold"]))
-        api.create_pod(pod("m0", ns, gang="g", anti_affinity_on=HOST))
-        api.create_pod(pod("m1", ns, gang="g", anti_affinity_on=HOST))
-        wait_for(
-            "m0 nominated while waiting at Permit",
-            lambda: api.pod(ns, "m0")["status"].get("nominatedNodeName"),
-            timeout=20,
-        )
+        create_held_gang(api, ns, 3, dk)
+        wait_at_permit(api, ns, "m0")
         api.delete_pod_group(ns, "g")
         wait_message(api, ns, "m0", f"PodGroup {ns}/g not resolvable yet", timeout=20)
         api.create_pod_group(pod_group("g", ns, 3, topology_key=dk, timeout=600))
@@ -147,8 +133,7 @@ def test_podgroup_recreated_while_members_wait(api: Api, scheduler: SchedulerPro
 
 
 def test_min_member_lowered_while_lone_member_waits(api: Api, scheduler: SchedulerProcess, ns: str) -> None:
-    key = unique("lower")
-    dk = f"e2e.ome.io/{key}"
+    key, dk = domain_key("lower")
     with temp_nodes(api, domain_nodes(key, dk, {"a": 2})):
         api.create_pod_group(pod_group("g", ns, 2, topology_key=dk))
         api.create_pod(pod("m0", ns, gang="g"))
@@ -161,32 +146,21 @@ def test_min_member_lowered_while_lone_member_waits(api: Api, scheduler: Schedul
 
 
 def test_cordoned_domain_is_avoided(api: Api, scheduler: SchedulerProcess, ns: str) -> None:
-    key = unique("cordon")
-    dk = f"e2e.ome.io/{key}"
+    key, dk = domain_key("cordon")
     nodes = domain_nodes(key, dk, {"small": 2}) + domain_nodes(key, dk, {"big": 3})
     for n in nodes[:2]:
         n["spec"]["unschedulable"] = True  # type: ignore[index]
     with temp_nodes(api, nodes):
-        api.create_pod_group(pod_group("g", ns, 2, topology_key=dk))
-        for i in range(2):
-            api.create_pod(pod(f"m{i}", ns, gang="g", anti_affinity_on=HOST))
+        api.create_gang(ns, 2, dk)
         assert domain_of(api, ns, ["m0", "m1"], dk) == {"big"}
         assert_invariants(api, ns)
 
 
 def test_domain_emptied_while_gang_forms(api: Api, scheduler: SchedulerProcess, ns: str) -> None:
-    key = unique("emptied")
-    dk = f"e2e.ome.io/{key}"
+    key, dk = domain_key("emptied")
     with temp_nodes(api, domain_nodes(key, dk, {"a": 2, "b": 3})):
-        api.create_pod_group(pod_group("g", ns, 2, topology_key=dk, timeout=600))
-        api.create_pod(pod("m1", ns, gang="g", anti_affinity_on=HOST, gates=["example.com/hold"]))
-        api.create_pod(pod("m0", ns, gang="g", anti_affinity_on=HOST))
-        nominated = wait_for(
-            "m0 waiting at Permit in domain a",
-            lambda: api.pod(ns, "m0")["status"].get("nominatedNodeName"),
-            timeout=20,
-        )
-        assert nominated.startswith(f"{key}-a")
+        create_held_gang(api, ns, 2, dk)
+        assert wait_at_permit(api, ns, "m0").startswith(f"{key}-a")
         for i in range(2):
             api.delete_node(f"{key}-a{i}")
         api.ungate(ns, "m1")
@@ -197,16 +171,17 @@ def test_domain_emptied_while_gang_forms(api: Api, scheduler: SchedulerProcess, 
 def test_scheduler_restart_with_part_of_gang_bound(
     cluster: Cluster, api: Api, scheduler: SchedulerProcess, ns: str
 ) -> None:
-    key = unique("adopt")
-    dk = f"e2e.ome.io/{key}"
+    key, dk = domain_key("adopt")
     with temp_nodes(api, domain_nodes(key, dk, {"small": 3, "big": 4})):
         api.create_pod_group(pod_group("g", ns, 3, topology_key=dk))
         # A previous leader bound one member in "big" before it stopped.
-        api.create_pod(pod("m0", ns, gang="g", anti_affinity_on=HOST, node_name=f"{key}-big0"))
+        api.create_pod(pod("m0", ns, gang="g", anti_affinity_on=HOSTNAME, node_name=f"{key}-big0"))
         wait_bound(api, ns, ["m0"])
         with SchedulerProcess(cluster, chart_config(scheduler_name="ome-scheduler-restarted")) as fresh:
             for i in (1, 2):
-                api.create_pod(pod(f"m{i}", ns, gang="g", anti_affinity_on=HOST, scheduler="ome-scheduler-restarted"))
+                api.create_pod(
+                    pod(f"m{i}", ns, gang="g", anti_affinity_on=HOSTNAME, scheduler="ome-scheduler-restarted")
+                )
             assert domain_of(api, ns, ["m0", "m1", "m2"], dk) == {"big"}
             token = api.metrics_token()
             assert fresh.metric("ome_scheduler_gang_pin_total", {"result": "adopted"}, token) >= 1
@@ -214,13 +189,10 @@ def test_scheduler_restart_with_part_of_gang_bound(
 
 
 def test_standalone_pod_parked_by_hold_until_it_drains(api: Api, scheduler: SchedulerProcess, ns: str) -> None:
-    key = unique("hold")
-    dk = f"e2e.ome.io/{key}"
+    key, dk = domain_key("hold")
     with temp_nodes(api, domain_nodes(key, dk, {"a": 3})):
-        api.create_pod_group(pod_group("g", ns, 2, topology_key=dk, timeout=600))
-        api.create_pod(pod("m1", ns, gang="g", anti_affinity_on=HOST, gates=["example.com/hold"]))
-        api.create_pod(pod("m0", ns, gang="g", anti_affinity_on=HOST))
-        wait_for("m0 waiting at Permit", lambda: api.pod(ns, "m0")["status"].get("nominatedNodeName"), timeout=20)
+        create_held_gang(api, ns, 2, dk)
+        wait_at_permit(api, ns, "m0")
         api.create_pod(pod("solo", ns, node_selector={dk: "a"}))
         wait_message(api, ns, "solo", "node is reserved for a forming gang")
         assert not api.pod(ns, "solo")["spec"].get("nodeName")
@@ -231,8 +203,7 @@ def test_standalone_pod_parked_by_hold_until_it_drains(api: Api, scheduler: Sche
 
 
 def test_standalone_packing_prefers_partly_used_domain(cluster: Cluster, api: Api, ns: str) -> None:
-    key = unique("pack")
-    dk = f"e2e.ome.io/{key}"
+    key, dk = domain_key("pack")
     cfg = chart_config(scheduler_name="ome-packing", topology_key=dk, percentage=100)
     with temp_nodes(api, domain_nodes(key, dk, {"a": 2, "b": 2, "c": 2})), SchedulerProcess(cluster, cfg):
         api.create_pod(pod("busy", ns, node_name=f"{key}-b0", scheduler="default-scheduler"))
@@ -257,13 +228,12 @@ def test_standalone_packing_prefers_partly_used_domain(cluster: Cluster, api: Ap
 
 
 def test_burst_of_sixteen_gangs_pods_before_podgroups(api: Api, scheduler: SchedulerProcess, ns: str) -> None:
-    key = unique("burst")
-    dk = f"e2e.ome.io/{key}"
+    key, dk = domain_key("burst")
     with temp_nodes(api, domain_nodes(key, dk, {f"d{i:02d}": 2 for i in range(16)}), ready_timeout=60):
         t0 = time.monotonic()
         for g in range(16):
             for i in range(2):
-                api.create_pod(pod(f"g{g}-{i}", ns, gang=f"g{g}", anti_affinity_on=HOST))
+                api.create_pod(pod(f"g{g}-{i}", ns, gang=f"g{g}", anti_affinity_on=HOSTNAME))
         for g in range(16):
             api.create_pod_group(pod_group(f"g{g}", ns, 2, topology_key=dk))
         names = [f"g{g}-{i}" for g in range(16) for i in range(2)]
@@ -275,14 +245,11 @@ def test_burst_of_sixteen_gangs_pods_before_podgroups(api: Api, scheduler: Sched
 
 
 def test_held_domain_gives_reserved_then_no_fit(api: Api, scheduler: SchedulerProcess, ns: str) -> None:
-    key = unique("held")
-    dk = f"e2e.ome.io/{key}"
+    key, dk = domain_key("held")
     with temp_nodes(api, domain_nodes(key, dk, {"a": 2})):
-        api.create_pod_group(pod_group("ga", ns, 2, topology_key=dk, timeout=600))
         api.create_pod_group(pod_group("gb", ns, 1, topology_key=dk))
-        api.create_pod(pod("ga-1", ns, gang="ga", anti_affinity_on=HOST, gates=["example.com/hold"]))
-        api.create_pod(pod("ga-0", ns, gang="ga", anti_affinity_on=HOST))
-        wait_for("ga-0 waiting at Permit", lambda: api.pod(ns, "ga-0")["status"].get("nominatedNodeName"), timeout=20)
+        create_held_gang(api, ns, 2, dk, gang="ga", member="ga-")
+        wait_at_permit(api, ns, "ga-0")
         api.create_pod(pod("gb-0", ns, gang="gb"))
         wait_message(
             api, ns, "gb-0", f"no domain has room for gang {ns}/gb: every fitting domain is reserved for a forming gang"
@@ -298,10 +265,8 @@ def test_topology_key_changed_while_forming(api: Api, scheduler: SchedulerProces
     k1, k2 = f"e2e.ome.io/{key}-one", f"e2e.ome.io/{key}-two"
     nodes = [node(f"{key}-x{i}", {k1: "x"}) for i in range(2)] + [node(f"{key}-y{i}", {k2: "y"}) for i in range(2)]
     with temp_nodes(api, nodes):
-        api.create_pod_group(pod_group("g", ns, 2, topology_key=k1, timeout=600))
-        api.create_pod(pod("m1", ns, gang="g", anti_affinity_on=HOST, gates=["example.com/hold"]))
-        api.create_pod(pod("m0", ns, gang="g", anti_affinity_on=HOST))
-        wait_for("m0 waiting at Permit", lambda: api.pod(ns, "m0")["status"].get("nominatedNodeName"), timeout=20)
+        create_held_gang(api, ns, 2, k1)
+        wait_at_permit(api, ns, "m0")
         api.patch_pod_group(ns, "g", {"metadata": {"annotations": {"ome.io/topology-key": k2}}})
         api.ungate(ns, "m1")
         placed = wait_bound(api, ns, ["m0", "m1"])

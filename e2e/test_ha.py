@@ -13,19 +13,8 @@ import time
 import httpx
 
 from e2e.cluster import Cluster
-from e2e.helpers import (
-    Api,
-    SchedulerProcess,
-    assert_invariants,
-    chart_config,
-    node,
-    pod,
-    pod_group,
-    temp_nodes,
-    unique,
-    wait_bound,
-    wait_for,
-)
+from e2e.helpers import Api, SchedulerProcess, assert_invariants, temp_nodes, wait_bound, wait_for
+from e2e.manifests import chart_config, domain_key, node, pod, pod_group, unique
 
 
 def lease_holder(api: Api, ns: str, name: str) -> str:
@@ -41,12 +30,38 @@ def holder_of(proc: SchedulerProcess) -> str:
     return ""
 
 
+def hand_over(
+    api: Api,
+    lease_ns: str,
+    name: str,
+    leader: SchedulerProcess,
+    sig: signal.Signals,
+    successor: SchedulerProcess,
+    *,
+    timeout: float,
+    interval: float,
+) -> float:
+    """Send ``sig`` to the ``leader`` and return the seconds until ``successor`` holds Lease ``name``.
+
+    Raises AssertionError if no new holder that is ``successor`` shows within ``timeout`` seconds.
+    """
+    old = lease_holder(api, lease_ns, name)
+    leader.signal(sig)
+    t0 = time.monotonic()
+    wait_for(
+        f"{successor.dir.name} holds the lease",
+        lambda: (h := lease_holder(api, lease_ns, name)) and h != old and h == holder_of(successor),
+        timeout=timeout,
+        interval=interval,
+    )
+    return time.monotonic() - t0
+
+
 def test_failover_during_a_burst_of_gangs(cluster: Cluster, api: Api) -> None:
     name = unique("ha")
     lease_ns = "kube-system"
     cfg = chart_config(scheduler_name=name, leader_elect=True, lease_namespace=lease_ns)
-    key = unique("hadom")
-    dk = f"e2e.ome.io/{key}"
+    key, dk = domain_key("hadom")
     ns = unique("ha")
     api.create_namespace(ns)
     nodes = [node(f"{key}-d{d:02d}-{i}", {dk: f"d{d:02d}"}, gpu=4) for d in range(15) for i in range(2)]
@@ -75,16 +90,7 @@ def test_failover_during_a_burst_of_gangs(cluster: Cluster, api: Api) -> None:
                 timeout=60,
                 interval=0.1,
             )
-            old = lease_holder(api, lease_ns, name)
-            leader.signal(signal.SIGKILL)
-            t0 = time.monotonic()
-            wait_for(
-                "the standby holds the lease",
-                lambda: (h := lease_holder(api, lease_ns, name)) and h != old and h == holder_of(standby),
-                timeout=30,
-                interval=0.25,
-            )
-            took = time.monotonic() - t0
+            took = hand_over(api, lease_ns, name, leader, signal.SIGKILL, standby, timeout=30, interval=0.25)
             assert took <= 20.0, f"takeover took {took:.1f} s"
             placed = wait_bound(api, ns, names, timeout=120)
             assert len(placed) == 90
@@ -93,21 +99,12 @@ def test_failover_during_a_burst_of_gangs(cluster: Cluster, api: Api) -> None:
             assert_invariants(api, ns)
             # SIGTERM releases the lease: a fresh standby takes over within 5 s.
             c = SchedulerProcess(cluster, cfg, name="ha-c").start()
-            old = lease_holder(api, lease_ns, name)
-            standby.signal(signal.SIGTERM)
-            t1 = time.monotonic()
-            wait_for(
-                "the new standby holds the lease",
-                lambda: (h := lease_holder(api, lease_ns, name)) and h != old and h == holder_of(c),
-                timeout=20,
-                interval=0.1,
-            )
-            assert time.monotonic() - t1 <= 5.0
+            assert hand_over(api, lease_ns, name, standby, signal.SIGTERM, c, timeout=20, interval=0.1) <= 5.0
             assert standby.proc is not None and standby.proc.wait(10) == 0
             c.stop()
     finally:
-        for p in (a, b):
-            p.stop()
+        for proc in (a, b):
+            proc.stop()
         api.delete_namespace(ns)
 
 

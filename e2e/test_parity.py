@@ -13,12 +13,14 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from e2e.cluster import Cluster
-from e2e.helpers import Api, SchedulerProcess, chart_config
-from e2e.parity_gen import CASE_LABEL, Case, VolumeSpec, generate
+from e2e.helpers import Api, SchedulerProcess
+from e2e.manifests import chart_config
+from e2e.parity_gen import CASE_LABEL, Case, VolumeSpec, generate, storage_class
 from e2e.parity_harness import OME_PROFILE, CaseResult, KubeSchedulerProcess, ParityRunner, coverage, write_report
 
 DEFAULT_SEED = 135_4
@@ -45,6 +47,39 @@ def runner(api: Api, kube: KubeSchedulerProcess, ome: SchedulerProcess) -> Itera
     r.ensure_runtime_class()
     yield r
     r.close()
+
+
+def small_case(prefix: str, nodes: int, app: str, **pod_spec: Any) -> Case:
+    """A hand-written case ``<prefix><6 hex>``: namespace ``<id>-a``, ``nodes`` untainted nodes
+    ``<id>-n<i>`` (4 CPUs, 8 GiB, 10 pods) and a pause pod labelled ``app`` selecting them, with
+    ``pod_spec`` added to its spec."""
+    cid = f"{prefix}{uuid.uuid4().hex[:6]}"
+    case = Case(id=cid, index=0)
+    case.namespaces = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"{cid}-a", "labels": {CASE_LABEL: cid}}}
+    ]
+    res = {"cpu": "4", "memory": "8Gi", "pods": "10"}
+    case.nodes = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": f"{cid}-n{i}", "labels": {CASE_LABEL: cid, "kubernetes.io/hostname": f"{cid}-n{i}"}},
+            "spec": {"taints": []},
+            "status": {"capacity": res, "allocatable": res},
+        }
+        for i in range(nodes)
+    ]
+    case.pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"namespace": f"{cid}-a", "labels": {"app": app}},
+        "spec": {
+            "nodeSelector": {CASE_LABEL: cid},
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
+            **pod_spec,
+        },
+    }
+    return case
 
 
 def test_generated_cases_match_kube_scheduler(cluster: Cluster, runner: ParityRunner) -> None:
@@ -76,34 +111,8 @@ def test_generated_cases_match_kube_scheduler(cluster: Cluster, runner: ParityRu
 def test_gated_pod_gets_no_event_from_either_scheduler(runner: ParityRunner) -> None:
     """A pod with scheduling gates is not attempted by either scheduler (no event, no
     binding); once the gate is removed both schedule it."""
-    cid = f"pg{uuid.uuid4().hex[:6]}"
-    case = Case(id=cid, index=0)
-    case.namespaces = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"{cid}-a", "labels": {CASE_LABEL: cid}}}
-    ]
-    case.nodes = [
-        {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": f"{cid}-n{i}", "labels": {CASE_LABEL: cid, "kubernetes.io/hostname": f"{cid}-n{i}"}},
-            "spec": {"taints": []},
-            "status": {
-                "capacity": {"cpu": "4", "memory": "8Gi", "pods": "10"},
-                "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"},
-            },
-        }
-        for i in range(2)
-    ]
-    case.pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"namespace": f"{cid}-a", "labels": {"app": "gated"}},
-        "spec": {
-            "nodeSelector": {CASE_LABEL: cid},
-            "schedulingGates": [{"name": "parity.ome.io/hold"}, {"name": "parity.ome.io/second"}],
-            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
-        },
-    }
+    gates = [{"name": "parity.ome.io/hold"}, {"name": "parity.ome.io/second"}]
+    case = small_case("pg", 2, "gated", schedulingGates=gates)
     [result] = runner.run_batch([case])
     assert not result.kube.gated_events and not result.ome.gated_events
     assert result.kube.bound and result.ome.bound, result.problems
@@ -113,32 +122,10 @@ def test_gated_pod_gets_no_event_from_either_scheduler(runner: ParityRunner) -> 
 def test_wait_for_first_consumer_claim_binds_to_a_local_pv(api: Api, runner: ParityRunner) -> None:
     """VolumeBinding end to end: the pod goes to the only node with a fitting local PV, PreBind
     binds the claim to it (the PV controller completes the binding), then the pod binds."""
-    cid = f"pw{uuid.uuid4().hex[:6]}"
-    case = Case(id=cid, index=0)
-    case.namespaces = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"{cid}-a", "labels": {CASE_LABEL: cid}}}
-    ]
-    res = {"cpu": "4", "memory": "8Gi", "pods": "10"}
-    case.nodes = [
-        {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": f"{cid}-n{i}", "labels": {CASE_LABEL: cid, "kubernetes.io/hostname": f"{cid}-n{i}"}},
-            "spec": {"taints": []},
-            "status": {"capacity": res, "allocatable": res},
-        }
-        for i in range(3)
-    ]
+    case = small_case("pw", 3, "db", volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}])
+    cid = case.id
     vs = VolumeSpec(cid)
-    vs.classes = [
-        {
-            "apiVersion": "storage.k8s.io/v1",
-            "kind": "StorageClass",
-            "metadata": {"name": "wffc"},
-            "provisioner": "kubernetes.io/no-provisioner",
-            "volumeBindingMode": "WaitForFirstConsumer",
-        }
-    ]
+    vs.classes = [storage_class("wffc", "WaitForFirstConsumer")]
     for j, (host, size) in enumerate([(f"{cid}-n0", "1Gi"), (f"{cid}-n2", "5Gi")]):
         vs.pvs.append(
             {
@@ -177,16 +164,6 @@ def test_wait_for_first_consumer_claim_binds_to_a_local_pv(api: Api, runner: Par
         }
     ]
     case.volumes = vs
-    case.pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"namespace": f"{cid}-a", "labels": {"app": "db"}},
-        "spec": {
-            "nodeSelector": {CASE_LABEL: cid},
-            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
-            "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}],
-        },
-    }
     [result] = runner.run_batch([case])
     assert not result.problems, result.problems
     assert result.kube.node == result.ome.node == f"{cid}-n2"

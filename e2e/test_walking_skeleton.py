@@ -7,41 +7,13 @@ default configuration.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from e2e.cluster import Cluster
-from e2e.helpers import (
-    REPO,
-    Api,
-    SchedulerProcess,
-    assert_invariants,
-    chart_config,
-    node,
-    pod,
-    pod_group,
-    temp_nodes,
-    unique,
-    wait_bound,
-    wait_for,
-    wait_message,
-)
+from e2e.helpers import REPO, Api, SchedulerProcess, assert_invariants, temp_nodes, wait_bound, wait_for, wait_message
+from e2e.manifests import HOSTNAME, domain_key, node, pod, pod_group, unique
 
-
-@pytest.fixture(scope="module")
-def scheduler(cluster: Cluster) -> Iterator[SchedulerProcess]:
-    with SchedulerProcess(cluster, chart_config()) as s:
-        yield s
-
-
-@pytest.fixture
-def ns(api: Api) -> Iterator[str]:
-    name = unique("e2e")
-    api.create_namespace(name)
-    yield name
-    assert_invariants(api, name)
-    api.delete_namespace(name)
+pytestmark = pytest.mark.invariants_after_test
 
 
 def test_documented_demo_gang(cluster: Cluster, api: Api, scheduler: SchedulerProcess) -> None:
@@ -81,12 +53,11 @@ def test_documented_demo_gang(cluster: Cluster, api: Api, scheduler: SchedulerPr
 
 
 def test_gang_before_podgroup_waits_then_binds(api: Api, scheduler: SchedulerProcess, ns: str) -> None:
-    key = unique("dom")
-    dk = f"e2e.ome.io/{key}"
+    key, dk = domain_key("dom")
     nodes = [node(f"{key}-{i}", {dk: "d1"}) for i in range(2)]
     with temp_nodes(api, nodes):
         for i in range(2):
-            api.create_pod(pod(f"m{i}", ns, gang="g", anti_affinity_on="kubernetes.io/hostname"))
+            api.create_pod(pod(f"m{i}", ns, gang="g", anti_affinity_on=HOSTNAME))
         wait_message(api, ns, "m0", f"PodGroup {ns}/g not resolvable yet")
         assert not any(p["spec"].get("nodeName") for p in api.pods(ns))
         api.create_pod_group(pod_group("g", ns, 2, topology_key=dk))
@@ -96,12 +67,9 @@ def test_gang_before_podgroup_waits_then_binds(api: Api, scheduler: SchedulerPro
 
 
 def test_gang_without_room_waits_for_capacity(api: Api, scheduler: SchedulerProcess, ns: str) -> None:
-    key = unique("dom")
-    dk = f"e2e.ome.io/{key}"
+    key, dk = domain_key("dom")
     with temp_nodes(api, [node(f"{key}-a0", {dk: "a"}), node(f"{key}-a1", {dk: "a"})]):
-        api.create_pod_group(pod_group("g", ns, 3, topology_key=dk))
-        for i in range(3):
-            api.create_pod(pod(f"m{i}", ns, gang="g", anti_affinity_on="kubernetes.io/hostname"))
+        api.create_gang(ns, 3, dk)
         wait_message(api, ns, "m0", f"no domain has room for gang {ns}/g")
         assert not any(p["spec"].get("nodeName") for p in api.pods(ns))
         with temp_nodes(api, [node(f"{key}-a2", {dk: "a"})]):
@@ -111,14 +79,11 @@ def test_gang_without_room_waits_for_capacity(api: Api, scheduler: SchedulerProc
 
 
 def test_gang_binds_when_blocking_pod_deleted(api: Api, scheduler: SchedulerProcess, ns: str) -> None:
-    key = unique("dom")
-    dk = f"e2e.ome.io/{key}"
+    key, dk = domain_key("dom")
     with temp_nodes(api, [node(f"{key}-0", {dk: "a"}), node(f"{key}-1", {dk: "a"})]):
         api.create_pod(pod("blocker", ns, node_name=f"{key}-1", scheduler="default-scheduler"))
         wait_bound(api, ns, ["blocker"])
-        api.create_pod_group(pod_group("g", ns, 2, topology_key=dk))
-        for i in range(2):
-            api.create_pod(pod(f"m{i}", ns, gang="g", anti_affinity_on="kubernetes.io/hostname"))
+        api.create_gang(ns, 2, dk)
         wait_message(api, ns, "m0", f"no domain has room for gang {ns}/g")
         api.delete_pod(ns, "blocker")
         placed = wait_bound(api, ns, ["m0", "m1"])
@@ -137,15 +102,12 @@ def test_podgroup_without_topology_key(api: Api, scheduler: SchedulerProcess, ns
 
 
 def test_best_fit_picks_smallest_domain(api: Api, scheduler: SchedulerProcess, ns: str) -> None:
-    key = unique("dom")
-    dk = f"e2e.ome.io/{key}"
+    key, dk = domain_key("dom")
     nodes = [node(f"{key}-big{i}", {dk: "big"}) for i in range(3)] + [
         node(f"{key}-small{i}", {dk: "small"}) for i in range(2)
     ]
     with temp_nodes(api, nodes):
-        api.create_pod_group(pod_group("g", ns, 2, topology_key=dk))
-        for i in range(2):
-            api.create_pod(pod(f"m{i}", ns, gang="g", anti_affinity_on="kubernetes.io/hostname"))
+        api.create_gang(ns, 2, dk)
         placed = wait_bound(api, ns, ["m0", "m1"])
         assert set(placed.values()) == {f"{key}-small0", f"{key}-small1"}
         assert_invariants(api, ns)
@@ -164,8 +126,7 @@ def test_standalone_pod_goes_to_busiest_node(api: Api, scheduler: SchedulerProce
 
 
 def test_default_scheduler_pods_count_but_are_ignored(api: Api, scheduler: SchedulerProcess, ns: str) -> None:
-    key = unique("dom")
-    dk = f"e2e.ome.io/{key}"
+    key, dk = domain_key("dom")
     with temp_nodes(api, [node(f"{key}-0", {dk: "a"}), node(f"{key}-1", {dk: "a"})]):
         api.create_pod(pod("stock", ns, scheduler="default-scheduler", node_selector={dk: "a"}))
         placed = wait_bound(api, ns, ["stock"])
@@ -177,9 +138,7 @@ def test_default_scheduler_pods_count_but_are_ignored(api: Api, scheduler: Sched
         )
         assert ev[0]["reportingController"] == "default-scheduler"
         assert "stock" not in scheduler.log()
-        api.create_pod_group(pod_group("g", ns, 2, topology_key=dk))
-        for i in range(2):
-            api.create_pod(pod(f"m{i}", ns, gang="g", anti_affinity_on="kubernetes.io/hostname"))
+        api.create_gang(ns, 2, dk)
         wait_message(api, ns, "m0", f"no domain has room for gang {ns}/g")
         api.delete_pod(ns, "stock")
         got = wait_bound(api, ns, ["m0", "m1"])

@@ -1,28 +1,31 @@
-"""Wires the scheduler together and runs it: config, client, informers, loop, shutdown.
+"""Wires one scheduler process together and runs it: config, client, informers, loop, shutdown.
 
-Start-up order, as kube-scheduler's ``app.Run``: load and validate the configuration (exit
-1 with a message naming the argument when invalid), build the frameworks (plugin argument
-validation), connect to the API server, start the informers for pods (non-terminal),
-nodes, namespaces and PodGroups, wait for the core informers to sync and for the PodGroup
-informer up to ``podGroupSyncTimeoutSeconds`` (the CRD may be missing: scheduling starts
-anyway and picks PodGroups up when the CRD appears), then run the scheduling loop, the
-queue flushes and the gang GC until SIGTERM or SIGINT.
+Start-up order, as kube-scheduler's ``cmd/kube-scheduler/app/server.go`` ``Run``: load and
+validate the configuration (exit 1 with a message naming the argument when invalid), build
+the frameworks (plugin argument validation), connect to the API server, start the informers
+of :data:`INFORMERS`, wait for them to sync (optional ones, such as PodGroups whose CRD may be
+missing, only as long as a plugin asks), elect a leader, then run the scheduling loop, the
+queue flushes and the plugins' background tasks until SIGTERM or SIGINT.
+
+Structured concurrency is anyio's on the asyncio backend: one root task group holds every
+long-running task; a stop request cancels the step waiting for it, and the graceful shutdown
+ends by cancelling the group.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import socket
 import ssl
 import sys
 import time
-import urllib.parse
-from pathlib import Path
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
+import anyio
+import anyio.abc
 
 from ome_scheduler import logs
 from ome_scheduler.api.core import Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass
@@ -31,19 +34,86 @@ from ome_scheduler.config.errors import ConfigError
 from ome_scheduler.config.load import load_config
 from ome_scheduler.config.types import KubeSchedulerConfiguration
 from ome_scheduler.kube.client import KubeClient
+from ome_scheduler.kube.credentials import credentials_error
 from ome_scheduler.kube.informer import Informer
 from ome_scheduler.kube.recorder import Recorder
 from ome_scheduler.leader import LeaderElector
 from ome_scheduler.metrics import Metrics
-from ome_scheduler.options import Options, apply_flags
+from ome_scheduler.options import Options, apply_flags, master_error
 from ome_scheduler.scheduler import Scheduler
 from ome_scheduler.server import HealthState, Reviews, SecureApp, listen_socket, serve, server_ssl_context
 
 log = logs.get_logger()
 
 
+@dataclass(frozen=True)
+class InformerSpec:
+    """One informer: what it lists and watches, and which handlers it feeds.
+
+    ``owner`` is the scheduler attribute holding the handlers (``handlers`` for the event
+    handlers, ``volumes`` for the volume store) and ``kind`` their name part: the informer
+    calls ``on_{kind}_add``, ``on_{kind}_update``, ``on_{kind}_delete`` and, if present,
+    ``on_{kind}_invalid``. An ``optional`` informer is waited for only as long as a plugin
+    asks (``Plugin.informer_sync_waits``).
+    """
+
+    name: str
+    path: str
+    record: type[Any]
+    owner: str
+    kind: str
+    params: dict[str, str] = field(default_factory=dict)
+    keep_stale: bool = False
+    optional: bool = False
+
+
+INFORMERS: tuple[InformerSpec, ...] = (
+    InformerSpec(
+        "pods",
+        "/api/v1/pods",
+        Pod,
+        "handlers",
+        "pod",
+        {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"},
+        # A bound pod's last readable version keeps its requests counted on the node.
+        keep_stale=True,
+    ),
+    InformerSpec("nodes", "/api/v1/nodes", Node, "handlers", "node"),
+    InformerSpec("namespaces", "/api/v1/namespaces", Namespace, "handlers", "namespace"),
+    InformerSpec("persistentvolumes", "/api/v1/persistentvolumes", PersistentVolume, "volumes", "pv"),
+    InformerSpec("persistentvolumeclaims", "/api/v1/persistentvolumeclaims", PersistentVolumeClaim, "volumes", "pvc"),
+    InformerSpec("storageclasses", "/apis/storage.k8s.io/v1/storageclasses", StorageClass, "volumes", "class"),
+    InformerSpec(
+        "podgroups",
+        "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",
+        PodGroup,
+        "handlers",
+        "pod_group",
+        optional=True,
+    ),
+)
+"""The informer set (``informerFactory`` in kube-scheduler, plus the PodGroup CRD)."""
+
+
+def build_informer(client: KubeClient, spec: InformerSpec, scheduler: Scheduler) -> Informer[Any]:
+    """An :class:`Informer` for ``spec`` wired to the scheduler's handlers."""
+    owner = getattr(scheduler, spec.owner)
+    return Informer(
+        client,
+        spec.path,
+        spec.record,
+        name=spec.name,
+        params=spec.params or None,
+        on_add=getattr(owner, f"on_{spec.kind}_add"),
+        on_update=getattr(owner, f"on_{spec.kind}_update"),
+        on_delete=getattr(owner, f"on_{spec.kind}_delete"),
+        on_invalid=getattr(owner, f"on_{spec.kind}_invalid", None),
+        keep_stale=spec.keep_stale,
+    )
+
+
 class App:
-    """One scheduler process."""
+    """One scheduler process: informers, HTTPS endpoint, leader election and the loop."""
 
     def __init__(
         self,
@@ -58,85 +128,11 @@ class App:
         self.client = client
         self.metrics = Metrics()
         self.recorder = Recorder(client)
-        self.scheduler = Scheduler(cfg, metrics=self.metrics, binder=client, recorder=self.recorder)
+        self.scheduler = Scheduler(cfg, metrics=self.metrics, binder=client, recorder=self.recorder, api_writer=client)
         if opts.pod_max_in_unschedulable_pods_duration is not None:
             self.scheduler.queue.max_in_unschedulable = opts.pod_max_in_unschedulable_pods_duration
-        s = self.scheduler
-        self.informers: list[Informer[Any]] = [
-            Informer(
-                client,
-                "/api/v1/pods",
-                Pod,
-                name="pods",
-                params={"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"},
-                on_add=s.on_pod_add,
-                on_update=s.on_pod_update,
-                on_delete=s.on_pod_delete,
-                on_invalid=s.on_pod_invalid,
-                keep_stale=True,
-            ),
-            Informer(
-                client,
-                "/api/v1/nodes",
-                Node,
-                name="nodes",
-                on_add=s.on_node_add,
-                on_update=s.on_node_update,
-                on_delete=s.on_node_delete,
-            ),
-            Informer(
-                client,
-                "/api/v1/namespaces",
-                Namespace,
-                name="namespaces",
-                on_add=s.on_namespace_add,
-                on_update=s.on_namespace_update,
-                on_delete=s.on_namespace_delete,
-            ),
-        ]
-        # Storage objects for VolumeRestrictions, VolumeBinding and VolumeZone (issue 3).
-        vs = s.volume_store()
-        self.informers += [
-            Informer(
-                client,
-                "/api/v1/persistentvolumes",
-                PersistentVolume,
-                name="persistentvolumes",
-                on_add=vs.on_pv_add,
-                on_update=vs.on_pv_update,
-                on_delete=vs.on_pv_delete,
-            ),
-            Informer(
-                client,
-                "/api/v1/persistentvolumeclaims",
-                PersistentVolumeClaim,
-                name="persistentvolumeclaims",
-                on_add=vs.on_pvc_add,
-                on_update=vs.on_pvc_update,
-                on_delete=vs.on_pvc_delete,
-            ),
-            Informer(
-                client,
-                "/apis/storage.k8s.io/v1/storageclasses",
-                StorageClass,
-                name="storageclasses",
-                on_add=vs.on_class_add,
-                on_update=vs.on_class_update,
-                on_delete=vs.on_class_delete,
-            ),
-        ]
-        self.pod_group_informer: Informer[PodGroup] = Informer(
-            client,
-            "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",
-            PodGroup,
-            name="podgroups",
-            on_add=s.on_pod_group_add,
-            on_update=s.on_pod_group_update,
-            on_delete=s.on_pod_group_delete,
-            on_invalid=s.on_pod_group_invalid,
-        )
-        self.ready = asyncio.Event()
-        self.stop = asyncio.Event()
+        self.informers = {spec.name: (spec, build_informer(client, spec, self.scheduler)) for spec in INFORMERS}
+        self.stop = anyio.Event()
         self.health = HealthState()
         le = cfg.leader_election
         self.elector: LeaderElector | None = None
@@ -154,67 +150,74 @@ class App:
             self.health.leader_ok = lambda: elector.healthy()
 
     async def wait_synced(self) -> None:
-        # PodGroups first, so pods never see a "not resolvable" gap at start-up.
-        timeouts = [p.args.pod_group_sync_timeout_seconds for p in self.scheduler.gang_plugins]
-        wait = max((t for t in timeouts if t), default=0)
-        if wait:
-            try:
-                await asyncio.wait_for(self.pod_group_informer.synced.wait(), timeout=wait)
-            except TimeoutError:
+        """Wait for every informer's first list; optional ones (PodGroups) only as long as the
+        plugins ask, and first, so gang members never see a "not resolvable" gap at start-up."""
+        waits = self.scheduler.informer_sync_waits()
+        for spec, inf in self.informers.values():
+            if not spec.optional:
+                continue
+            wait = waits.get(spec.name, 0.0)
+            if wait <= 0:
+                continue
+            with anyio.move_on_after(wait) as scope:
+                await inf.synced.wait()
+            if scope.cancelled_caught:
                 log.info(
-                    "PodGroup informer not synced; continuing (is the PodGroup CRD installed?)", v=0, waitedSeconds=wait
+                    "informer not synced; continuing (is its CRD installed?)",
+                    v=0,
+                    informer=spec.name,
+                    waitedSeconds=wait,
                 )
-        for inf in self.informers:
-            await inf.synced.wait()
-        self.ready.set()
+        for spec, inf in self.informers.values():
+            if not spec.optional:
+                await inf.synced.wait()
         log.info("informers synced", v=2, nodes=self.scheduler.cache.num_nodes(), pods=len(self.scheduler.pods))
 
     async def serve(self) -> None:
-        """Run everything until ``stop`` is set, then shut down gracefully (raises _Shutdown)."""
-        async with asyncio.TaskGroup() as tg:
+        """Run everything until ``stop`` is set, then shut down gracefully."""
+        async with anyio.create_task_group() as tg:
             if self.listener is not None:
                 sock, ssl_ctx = self.listener
                 web = SecureApp(
                     Reviews(self.client), self.metrics.registry, self.health, self.opts.authorization_always_allow_paths
                 )
-                tg.create_task(serve(web, sock, ssl_ctx, self.stop))
-            tg.create_task(self.pod_group_informer.run())
-            for inf in self.informers:
-                tg.create_task(inf.run())
-            await self._until_stopped(self.wait_synced())
+                tg.start_soon(serve, web, sock, ssl_ctx, self.stop)
+            for _, inf in self.informers.values():
+                tg.start_soon(inf.run)
+            await self._unless_stopped(self.wait_synced)
             self.health.synced = True
             if self.elector is not None and not self.stop.is_set():
-                await self._until_stopped(self.elector.acquire())
+                await self._unless_stopped(self.elector.acquire)
                 if self.elector.is_leader:
-                    tg.create_task(self.elector.renew_forever(self._lost_lease))
+                    tg.start_soon(self.elector.renew_forever, self._lost_lease)
             if not self.stop.is_set():
-                tg.create_task(self.scheduler.queue.run())
-                tg.create_task(self.scheduler.gc_loop())
-                tg.create_task(self.scheduler.domain_metrics_loop())
-                sched = tg.create_task(self.scheduler.run())
+                tg.start_soon(self.scheduler.queue.run)
+                tg.start_soon(self.scheduler.run_background_tasks)
+                async with anyio.create_task_group() as loop:
+                    loop.start_soon(self.scheduler.run)
+                    await self.stop.wait()
+                    await self._shutdown()
+            tg.cancel_scope.cancel()
+
+    async def _unless_stopped(self, step: Callable[[], Awaitable[None]]) -> None:
+        """Run ``step`` to completion unless ``stop`` is set first (then cancel it)."""
+        async with anyio.create_task_group() as tg:
+
+            async def cancel_on_stop() -> None:
                 await self.stop.wait()
-                await self._shutdown(sched)
-            raise _Shutdown
+                tg.cancel_scope.cancel()
 
-    async def _until_stopped(self, coro: Any) -> None:
-        """Await ``coro`` unless ``stop`` is set first (then cancel it)."""
-        task = asyncio.ensure_future(coro)
-        stopper = asyncio.ensure_future(self.stop.wait())
-        done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        for t in (task, stopper):
-            if t not in done:
-                t.cancel()
-        if task in done:
-            task.result()
+            tg.start_soon(cancel_on_stop)
+            await step()
+            tg.cancel_scope.cancel()
 
-    async def _shutdown(self, sched: asyncio.Task[None]) -> None:
+    async def _shutdown(self) -> None:
         """SIGTERM: take no new pods, abandon Permit waits, finish bindings, release the Lease,
         then flush events (they are no scheduling decision, so a standby need not wait for them)."""
         log.info("shutting down: no new scheduling cycles", v=0)
         self.health.shutting_down = True
         self.scheduler.stopping = True
-        self.scheduler.queue.close()
-        await sched
+        self.scheduler.queue.close()  # the loop's pop() returns None and the loop ends
         for wp in list(self.scheduler.waiting_pods()):
             wp.reject("", "scheduler is shutting down")
         t0 = time.monotonic()
@@ -231,125 +234,78 @@ class App:
         os._exit(1)
 
 
-class _Shutdown(Exception):
-    pass
+def _fail(message: str) -> int:
+    sys.stderr.write(f"Error: {message}\n")
+    return 1
 
 
-def master_error(master: str) -> str | None:
-    """Why ``--master`` is not an API server URL, or None when it is one."""
-    u = urllib.parse.urlsplit(master)
-    if u.scheme in ("http", "https") and u.netloc:
-        return None
-    return f'invalid argument "{master}" for "--master" flag: not an http(s) URL such as https://10.0.0.1:6443'
-
-
-def credentials_error(kubeconfig: str | None, master: str | None, exc: BaseException) -> str:
-    """One line saying why no API client could be built, naming the flag or file at fault."""
-    source = "--kubeconfig" if kubeconfig else "KUBECONFIG"
-    path = kubeconfig or os.environ.get("KUBECONFIG", "")
-    if not path and not master:
-        default = os.path.expanduser("~/.kube/config")
-        if os.path.exists(default):
-            path, source = default, "~/.kube/config"
-        elif not os.environ.get("KUBERNETES_SERVICE_HOST"):
-            return (
-                "no credentials: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, "
-                "or run in a pod with a service account"
-            )
-    if path:
-        for p in path.split(os.pathsep):
-            if p and not os.path.isfile(p):
-                return f"cannot read kubeconfig {p} ({source}): no such file"
-            try:
-                doc = yaml.safe_load(Path(p).read_text(encoding="utf-8")) if p else {}
-            except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError) as err:
-                return f"cannot read kubeconfig {p} ({source}): {err}"
-            if p and not (isinstance(doc, dict) and isinstance(doc.get("clusters"), list)):
-                return f"{p} ({source}) is not a kubeconfig: it needs clusters, users and contexts lists"
-        return f"cannot load credentials from kubeconfig {path} ({source}): {type(exc).__name__}: {exc}"
-    return f"cannot load credentials: {type(exc).__name__}: {exc}"
-
-
-class _NoBinder:
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
-        raise RuntimeError("validation only")
-
-
-def validate_profiles(cfg: KubeSchedulerConfiguration) -> None:
-    """Build every profile's plugins once, so plugin arguments are checked before connecting.
-
-    Raises:
-        ConfigError: naming the profile, plugin and argument.
-    """
-    Scheduler(cfg, metrics=Metrics(), binder=_NoBinder(), recorder=None)
+def _listener(opts: Options) -> tuple[socket.socket, ssl.SSLContext] | str:
+    """The HTTPS socket and TLS context, or why they cannot be had (naming the flags)."""
+    try:
+        ctx = server_ssl_context(opts.tls_cert_file, opts.tls_private_key_file)
+    except (ValueError, OSError, ssl.SSLError) as exc:
+        return f"invalid serving certificate (--tls-cert-file, --tls-private-key-file): {exc}"
+    try:
+        return listen_socket(opts.bind_address, opts.secure_port), ctx
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        return f"cannot listen on {opts.bind_address}:{opts.secure_port} (--bind-address, --secure-port): {reason}"
 
 
 async def amain(opts: Options) -> int:
+    """Validate everything that can be checked offline, connect, and run until stopped."""
     try:
         logs.configure(opts.v, opts.logging_format)
     except ValueError as exc:
-        sys.stderr.write(f"Error: {exc}\n")
-        return 1
+        return _fail(str(exc))
     try:
         cfg = load_config(opts.config)
         apply_flags(cfg, opts)
+        Scheduler.check_config(cfg)
     except ConfigError as exc:
-        sys.stderr.write(f"Error: invalid configuration: {exc}\n")
-        return 1
-    try:
-        validate_profiles(cfg)
-    except ConfigError as exc:
-        sys.stderr.write(f"Error: invalid configuration: {exc}\n")
-        return 1
+        return _fail(f"invalid configuration: {exc}")
     if opts.master and (err := master_error(opts.master)) is not None:
-        sys.stderr.write(f"Error: {err}\n")
-        return 1
+        return _fail(err)
     listener: tuple[socket.socket, ssl.SSLContext] | None = None
     if opts.secure_port:
-        try:
-            ctx = server_ssl_context(opts.tls_cert_file, opts.tls_private_key_file)
-        except (ValueError, OSError, ssl.SSLError) as exc:
-            sys.stderr.write(f"Error: invalid serving certificate (--tls-cert-file, --tls-private-key-file): {exc}\n")
-            return 1
-        try:
-            listener = (listen_socket(opts.bind_address, opts.secure_port), ctx)
-        except OSError as exc:
-            reason = exc.strerror or str(exc)
-            sys.stderr.write(
-                f"Error: cannot listen on {opts.bind_address}:{opts.secure_port} (--bind-address, --secure-port): "
-                f"{reason}\n"
-            )
-            return 1
+        got = _listener(opts)
+        if isinstance(got, str):
+            return _fail(got)
+        listener = got
     kubeconfig = opts.kubeconfig or cfg.client_connection.kubeconfig or None
     try:
         client = await KubeClient.connect(
             kubeconfig, qps=cfg.client_connection.qps, burst=cfg.client_connection.burst, master=opts.master
         )
     except Exception as exc:
-        sys.stderr.write(f"Error: {credentials_error(kubeconfig, opts.master, exc)}\n")
         if listener is not None:
             listener[0].close()
-        return 1
+        return _fail(credentials_error(kubeconfig, opts.master, exc))
     try:
         app = App(opts, cfg, client, listener)
     except ConfigError as exc:
-        sys.stderr.write(f"Error: invalid configuration: {exc}\n")
         await client.close()
-        return 1
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, app.stop.set)
+        return _fail(f"invalid configuration: {exc}")
     log.info("starting ome-scheduler", v=0, profiles=list(app.scheduler.frameworks), server=client.server)
     try:
-        await app.serve()
-    except* _Shutdown:
-        pass
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_stop_on_signal, app.stop)
+            await app.serve()
+            tg.cancel_scope.cancel()
     finally:
         await client.close()
     log.info("ome-scheduler stopped", v=0)
     return 0
 
 
+async def _stop_on_signal(stop: anyio.Event) -> None:
+    """Set ``stop`` at the first SIGTERM or SIGINT."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for _ in signals:
+            stop.set()
+            return
+
+
 def run(opts: Options) -> int:
     """Run until stopped; returns the process exit status."""
-    return asyncio.run(amain(opts))
+    return anyio.run(amain, opts)

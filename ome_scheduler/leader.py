@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 import msgspec
 
 from ome_scheduler.kube.client import PRIORITY_CRITICAL, ApiError, KubeClient, hostname
@@ -46,14 +47,12 @@ class LeaseSpec(msgspec.Struct, rename="camel", omit_defaults=True):
     lease_transitions: int | None = None
 
 
-class _Meta(msgspec.Struct, rename="camel", omit_defaults=True):
-    name: str = ""
-    namespace: str = ""
-    resource_version: str = ""
-
-
 class Lease(msgspec.Struct, rename="camel", omit_defaults=True):
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    """The Lease object. ``metadata`` stays a plain dict so a PUT writes back every field it
+    read (labels, annotations, ownerReferences...): a PUT replaces the whole object, and
+    client-go's LeaseLock likewise updates the object it got."""
+
+    metadata: dict[str, Any] = {}
     spec: LeaseSpec = msgspec.field(default_factory=LeaseSpec)
     api_version: str = "coordination.k8s.io/v1"
     kind: str = "Lease"
@@ -116,7 +115,7 @@ class LeaderElector:
             if exc.code != 404:
                 log.error("error retrieving resource lock", lease=f"{self.namespace}/{self.name}", error=str(exc))
                 return False
-            lease = Lease(metadata=_Meta(name=self.name, namespace=self.namespace), spec=self._record(None, 0))
+            lease = Lease(metadata={"name": self.name, "namespace": self.namespace}, spec=self._record(None, 0))
             try:
                 body = await self.client.post(
                     f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases",
@@ -137,7 +136,7 @@ class LeaderElector:
             or spec.renew_time != self._observed.renew_time
         ):
             self._observed = spec
-            self._observed_rv = current.metadata.resource_version
+            self._observed_rv = current.metadata.get("resourceVersion", "")
             self._observed_time = now
         holder = spec.holder_identity or ""
         duration = float(spec.lease_duration_seconds or self.lease_duration)
@@ -158,7 +157,7 @@ class LeaderElector:
 
     def _observe(self, lease: Lease, now: float) -> None:
         self._observed = lease.spec
-        self._observed_rv = lease.metadata.resource_version
+        self._observed_rv = lease.metadata.get("resourceVersion", "")
         self._observed_time = now
         self.last_renew = now
 
@@ -189,19 +188,16 @@ class LeaderElector:
         """Renew every ``retry_period``; call ``on_lost`` once renewals fail for ``renew_deadline``."""
         while True:
             await asyncio.sleep(self.retry_period)
-            deadline = time.monotonic() + self.renew_deadline
             ok = False
-            while time.monotonic() < deadline:
-                try:
-                    ok = await asyncio.wait_for(
-                        self.try_acquire_or_renew(), timeout=max(0.1, deadline - time.monotonic())
-                    )
-                except (TimeoutError, Exception) as exc:
-                    log.info("lease renewal attempt failed", v=2, error=repr(exc))
-                    ok = False
-                if ok:
-                    break
-                await asyncio.sleep(min(self.retry_period, max(0.0, deadline - time.monotonic())))
+            # client-go's renew loop: retry every retry_period until renew_deadline has passed.
+            with anyio.move_on_after(self.renew_deadline):
+                while not ok:
+                    try:
+                        ok = await self.try_acquire_or_renew()
+                    except Exception as exc:
+                        log.info("lease renewal attempt failed", v=2, error=repr(exc))
+                    if not ok:
+                        await asyncio.sleep(self.retry_period)
             if not ok:
                 self._set_leader(False)
                 log.error("failed to renew lease, leaderelection lost", lease=f"{self.namespace}/{self.name}")

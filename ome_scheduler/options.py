@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import urllib.parse
 from typing import Annotated, Any
 
 from pydantic import AliasChoices, BeforeValidator, Field
@@ -206,3 +207,11 @@ def apply_flags(cfg: KubeSchedulerConfiguration, opts: Options) -> None:
         if opts.kube_api_burst is not None:
             cfg.client_connection.burst = opts.kube_api_burst
     validate(cfg, f"{opts.config or 'default configuration'} with the --leader-elect* flags")
+
+
+def master_error(master: str) -> str | None:
+    """Why ``--master`` is not an API server URL, or None when it is one."""
+    u = urllib.parse.urlsplit(master)
+    if u.scheme in ("http", "https") and u.netloc:
+        return None
+    return f'invalid argument "{master}" for "--master" flag: not an http(s) URL such as https://10.0.0.1:6443'

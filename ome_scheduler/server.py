@@ -21,7 +21,6 @@ Mirrors kube-scheduler's secure serving (``cmd/kube-scheduler/app/server.go`` an
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import hashlib
 import ipaddress
@@ -33,6 +32,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+import anyio
 import msgspec
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -319,7 +319,7 @@ def listen_socket(bind_address: str, port: int) -> socket.socket:
     return sock
 
 
-async def serve(app: SecureApp, sock: socket.socket, ssl_context: ssl.SSLContext, stop: asyncio.Event) -> None:
+async def serve(app: SecureApp, sock: socket.socket, ssl_context: ssl.SSLContext, stop: anyio.Event) -> None:
     """Serve ``app`` over TLS on the bound ``sock`` until ``stop`` is set (hypercorn; no signal
     handlers installed)."""
     from hypercorn.asyncio import serve as hserve

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ome_scheduler.api.core import Namespace, Node, Pod
 from ome_scheduler.api.scheduling import PodGroup
-from ome_scheduler.framework.types import AffinityTerm, NodeInfo, PodInfo
+from ome_scheduler.framework.types import AffinityTerm, GangKey, NodeInfo, PodInfo
 from ome_scheduler.util.labels import Selector
 
 
@@ -18,14 +18,39 @@ class FakeWaitingPod:
         self.rejected: list[tuple[str, str]] = []
 
     @property
-    def uid(self) -> str:
-        return self.pod_info.uid
+    def key(self) -> str:
+        return self.pod_info.pod_key
 
     def allow(self, plugin: str) -> None:
         self.allowed.append(plugin)
 
     def reject(self, plugin: str, msg: str) -> None:
         self.rejected.append((plugin, msg))
+
+
+class FakePodGroups:
+    """The PodGroupLister view of a FakeHandle's dicts."""
+
+    def __init__(self, h: FakeHandle) -> None:
+        self.h = h
+
+    def get(self, namespace: str, name: str) -> PodGroup | None:
+        return self.h.groups.get(f"{namespace}/{name}")
+
+    def error(self, namespace: str, name: str) -> str | None:
+        return self.h.group_errors.get(f"{namespace}/{name}")
+
+    def members(self, gang: GangKey) -> list[PodInfo]:
+        return [p for p in self.h.pods.values() if p.gang and p.gang_key == gang]
+
+    def placed_members(self, gang: GangKey) -> list[tuple[PodInfo, NodeInfo | None]]:
+        return [(pi, n) for n in self.h.nodes.values() for pi in n.pods.values() if pi.gang and pi.gang_key == gang]
+
+    def live_gang_keys(self) -> set[GangKey]:
+        return {p.gang_key for p in self.h.pods.values() if p.gang and p.pod.metadata.deletion_timestamp is None}
+
+    def subscribe(self, listener: Callable[[PodGroup | None, PodGroup | None], None]) -> None:
+        self.h.listeners.append(listener)
 
 
 class FakeHandle:
@@ -37,6 +62,7 @@ class FakeHandle:
         self.activated: list[list[str]] = []
         self.waiting: dict[str, FakeWaitingPod] = {}
         self.namespaces: dict[str, Namespace] = {}
+        self.listeners: list[Callable[[PodGroup | None, PodGroup | None], None]] = []
 
     # setup helpers
     def add_node(self, node: Node, pods: Sequence[Pod] = ()) -> NodeInfo:
@@ -64,11 +90,11 @@ class FakeHandle:
         return a
 
     def forget(self, pi: PodInfo, node: str) -> None:
-        self.nodes[node].remove_pod(pi.uid)
+        self.nodes[node].remove_pod(pi.pod_key)
 
     def wait(self, pi: PodInfo) -> FakeWaitingPod:
         wp = FakeWaitingPod(pi)
-        self.waiting[pi.uid] = wp
+        self.waiting[pi.pod_key] = wp
         return wp
 
     # Handle protocol
@@ -87,32 +113,11 @@ class FakeHandle:
     def pods_for_selector(self, selector: Selector) -> Iterable[tuple[PodInfo, NodeInfo]]:
         return [(p, n) for n in self.nodes.values() for p in n.pods.values()]
 
-    def pods_in_group(self, namespace: str, group: str) -> list[PodInfo]:
-        return [p for p in self.pods.values() if p.namespace == namespace and p.gang == group]
-
-    def live_gang_keys(self) -> set[str]:
-        return {
-            f"{p.namespace}/{p.gang}"
-            for p in self.pods.values()
-            if p.gang and p.pod.metadata.deletion_timestamp is None
-        }
-
-    def placed_members(self, namespace: str, group: str) -> list[tuple[PodInfo, NodeInfo | None]]:
-        return [
-            (pi, n)
-            for n in self.nodes.values()
-            for pi in n.pods.values()
-            if pi.namespace == namespace and pi.gang == group
-        ]
-
     def node_changes(self, cursor: int) -> tuple[int, set[str] | None]:
         return cursor + 1, None  # no change feed: the plugin rebuilds its indexes every time
 
-    def pod_group(self, namespace: str, name: str) -> PodGroup | None:
-        return self.groups.get(f"{namespace}/{name}")
-
-    def pod_group_error(self, namespace: str, name: str) -> str | None:
-        return self.group_errors.get(f"{namespace}/{name}")
+    def pod_groups(self) -> FakePodGroups:
+        return FakePodGroups(self)
 
     def namespace(self, name: str) -> Namespace | None:
         return self.namespaces.get(name)

@@ -20,8 +20,9 @@ from ome_scheduler.config.load import DEFAULT_CONFIG, parse_config
 from ome_scheduler.framework.interface import CycleState
 from ome_scheduler.framework.runtime import FitError
 from ome_scheduler.framework.types import PodInfo
+from ome_scheduler.generic_scheduler import NoNodesAvailable
 from ome_scheduler.metrics import Metrics
-from ome_scheduler.scheduler import NoNodesAvailable, Scheduler
+from ome_scheduler.scheduler import Scheduler
 
 _uid = 0
 
@@ -111,16 +112,18 @@ class Env:
         self.profile = cfg.profiles[0].scheduler_name
 
     def add_node(self, n: Node) -> Node:
-        self.s.on_node_add(n)
+        self.s.handlers.on_node_add(n)
         return n
 
     def add_pod(self, p: Pod) -> Pod:
         """An existing pod (give it ``node_name`` to have it bound)."""
-        self.s.on_pod_add(p)
+        self.s.handlers.on_pod_add(p)
         return p
 
     def add_namespace(self, name: str, labels: Mapping[str, str] | None = None) -> None:
-        self.s.on_namespace_add(msgspec.convert({"metadata": {"name": name, "labels": dict(labels or {})}}, Namespace))
+        self.s.handlers.on_namespace_add(
+            msgspec.convert({"metadata": {"name": name, "labels": dict(labels or {})}}, Namespace)
+        )
 
     def add_pv(self, raw: Mapping[str, Any]) -> PersistentVolume:
         pv = msgspec.convert(dict(raw), PersistentVolume)
@@ -143,7 +146,7 @@ class Env:
         state = CycleState()
         pi = PodInfo(p)
         try:
-            return self.s._schedule_pod(fw, state, pi), "", state
+            return self.s.cycles.algorithm.schedule_pod(fw, state, pi), "", state
         except FitError as fe:
             if fw.post_filter_plugins:
                 fe.diagnosis.post_filter_msg = fw.run_post_filter(state, pi, fe.diagnosis.node_to_status).message()

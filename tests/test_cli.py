@@ -15,7 +15,7 @@ from ome_scheduler.config.errors import ConfigError
 from ome_scheduler.config.load import DEFAULT_CONFIG, parse_config
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.options import normalize_argv, parse
-from ome_scheduler.scheduler import Scheduler
+from ome_scheduler.scheduler import DiscardRecorder, Scheduler
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -196,12 +196,8 @@ def test_a_busy_secure_port_is_a_clear_error() -> None:
 
 
 def test_builtin_default_config_builds() -> None:
-    class _Binder:
-        async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
-            return None
-
     cfg = parse_config(DEFAULT_CONFIG)
-    s = Scheduler(cfg, metrics=Metrics(), binder=_Binder(), recorder=None)
+    s = Scheduler(cfg, metrics=Metrics(), binder=None, recorder=DiscardRecorder())
     assert list(s.frameworks) == ["ome-scheduler"]
     with pytest.raises(ConfigError):
         parse_config(

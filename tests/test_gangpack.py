@@ -9,9 +9,9 @@ from ome_scheduler.config.pluginargs import OMEGangPackArgs
 from ome_scheduler.config.validation_pluginargs import decode_plugin_args
 from ome_scheduler.framework.interface import CycleState, FrameworkOptions, NodeToStatus
 from ome_scheduler.framework.status import Code, Status
-from ome_scheduler.framework.types import PodInfo
+from ome_scheduler.framework.types import PodInfo, split_gang_key
 from ome_scheduler.metrics import Metrics
-from ome_scheduler.plugins.gangpack.plugin import PIN_KEY, CyclePin, OMEGangPack, split_gang_key
+from ome_scheduler.plugins.gangpack.plugin import PIN_KEY, CyclePin, OMEGangPack
 from ome_scheduler.plugins.registry import in_tree_registry
 from tests.builders import make_node, make_pod, make_pod_group
 from tests.fakes import FakeHandle
@@ -129,7 +129,8 @@ def test_args_rejected(raw: dict[str, object] | None, msg: str) -> None:
 
 def test_args_defaults_and_unknown_fields_ignored() -> None:
     a = gang_args({"gcIntervalSeconds": 5, "whatever": 1, "standaloneDomainPacking": None})
-    assert a.standalone_domain_packing is True and a.topology_key == "" and a.gc_interval_seconds == 5
+    assert a == OMEGangPackArgs(gc_interval_seconds=5)
+    assert a.standalone_domain_packing is True and a.topology_key == ""
     assert gang_args({"gcIntervalSeconds": 5, "standaloneDomainPacking": False}).standalone_domain_packing is False
     with pytest.raises(ConfigError, match="gcIntervalSeconds must be configured"):
         in_tree_registry()["OMEGangPack"]({}, FakeHandle(), FrameworkOptions("x", Metrics()))
@@ -316,7 +317,7 @@ def test_permit_timeout_unwind_releases_hold() -> None:
     assert s is not None and s.code == Code.WAIT
     assert p.permit(st, g[0].with_node(node), node)[1] == 7.0
     p.unreserve(st, g[0], node)
-    assert len(p.store) == 0 and count(m, "ome_scheduler_gang_unwind_total") == 1
+    assert len(p.gangs.pins) == 0 and count(m, "ome_scheduler_gang_unwind_total") == 1
 
 
 def test_split_gang_is_refused() -> None:
@@ -347,7 +348,7 @@ def test_adoption_after_restart_keeps_bound_domain() -> None:
     r, s, _ = prefilter(p, h, rest[0])
     assert s is None and r == {"a2", "a3"}
     assert count(m, "ome_scheduler_gang_pin_total", result="adopted") == 1
-    c = p.store.get("ns/g")
+    c = p.gangs.pins.get("ns/g")
     assert c is not None and c.remaining == 2
 
 
@@ -425,7 +426,7 @@ def test_podgroup_missing_releases_pin() -> None:
     prefilter(p, h, g[0])
     del h.groups["ns/g"]
     assert prefilter(p, h, g[0])[1].message() == "PodGroup ns/g not resolvable yet"  # type: ignore[union-attr]
-    assert len(p.store) == 0 and count(m, "ome_scheduler_gang_unwind_total") == 1
+    assert len(p.gangs.pins) == 0 and count(m, "ome_scheduler_gang_unwind_total") == 1
 
 
 def test_sibling_affinity_yield() -> None:
@@ -444,7 +445,7 @@ def test_sibling_affinity_yield() -> None:
     worker = h.add_pod(make_pod("lw-worker", gang="lw", requests={"nvidia.com/gpu": "4"}, spec={"affinity": aff}))
     s = prefilter(p, h, worker)[1]
     assert s is not None and s.message() == "waiting for gang sibling ns/lw-leader to be placed"
-    assert len(p.store) == 0
+    assert len(p.gangs.pins) == 0
 
 
 def test_gc_releases_dead_and_recreated_gangs() -> None:
@@ -457,12 +458,12 @@ def test_gc_releases_dead_and_recreated_gangs() -> None:
     k = members(h, "k", 2)
     prefilter(p, h, g[0])
     prefilter(p, h, k[0])
-    assert len(p.store) == 2
+    assert len(p.gangs.pins) == 2
     for x in g:
         del h.pods[x.key]
     h.groups["ns/k"] = make_pod_group("k", min_member=2, topology_key=DK, uid="other")
-    p.gc()
-    assert len(p.store) == 0
+    p.gangs.gc()
+    assert len(p.gangs.pins) == 0
     assert count(m, "ome_scheduler_gang_unwind_total") == 2
 
 
@@ -534,7 +535,7 @@ def test_domain_gauges_show_fragmentation() -> None:
     h.groups["ns/g"] = make_pod_group("g", min_member=2, topology_key=DK)
     g = members(h, "g", 2, gpu="4")
     prefilter(p, h, g[0])
-    p.refresh_domain_gauges()
+    p.gangs.refresh_domain_gauges()
     assert count(m, "ome_scheduler_domain_free_nodes", topology_key=DK, domain="a") == 1
     assert count(m, "ome_scheduler_domain_free_nodes", topology_key=DK, domain="b") == 2
     assert count(m, "ome_scheduler_domain_max_gang_size", topology_key=DK, domain="a") == 1

@@ -16,7 +16,8 @@ def emit(capsys: pytest.CaptureFixture[str], level: int, fmt: str) -> list[str]:
     log.info("Successfully bound pod to node", v=2, pod="ns/p", node="n1")
     log.error("failed", error="boom")
     out = capsys.readouterr().err.strip().splitlines()
-    logs.configure(2, "text")
+    with capsys.disabled():  # log to the session's stderr again: this test's capture is closed after it
+        logs.configure(2, "text")
     return out
 
 

@@ -295,5 +295,5 @@ def test_image_locality() -> None:
     # size 600 MiB spread over 2 of 3 nodes: 400 MiB each where present
     assert scores == [100 * (400 - 23) // (1000 - 23)] * 2 + [0]
     assert env.s.cache.image_states["big:latest"].num_nodes == 2
-    env.s.on_node_delete(env.s.cache.nodes["a"].node)  # type: ignore[arg-type]
+    env.s.handlers.on_node_delete(env.s.cache.nodes["a"].node)  # type: ignore[arg-type]
     assert env.s.cache.image_states["big:latest"].num_nodes == 1

@@ -12,6 +12,7 @@ from ome_scheduler.config.load import DEFAULT_CONFIG
 from ome_scheduler.framework.interface import CycleState
 from ome_scheduler.framework.runtime import Diagnosis
 from ome_scheduler.framework.types import PodInfo
+from ome_scheduler.generic_scheduler import num_feasible_nodes_to_find
 from ome_scheduler.plugins.registry import DEFAULT_MULTI_POINT
 from tests.plugins_env import Env, chart_config, node, pod
 
@@ -87,7 +88,7 @@ def test_chart_profile_extension_points() -> None:
     ],
 )
 def test_num_feasible_nodes_to_find(pct: int | None, n: int, want: int) -> None:
-    assert Env().s.num_feasible_nodes_to_find(pct, n) == want
+    assert num_feasible_nodes_to_find(pct, n) == want
 
 
 def test_profile_percentage_overrides_global() -> None:
@@ -109,14 +110,14 @@ def test_search_stops_early_and_rotates_the_start_index() -> None:
     pi = PodInfo(pod("p"))
     state = CycleState()
     fw.run_pre_filter(state, pi, nodes)
-    feasible = env.s._find_nodes_that_pass_filters(fw, state, pi, Diagnosis(), nodes, len(nodes))
+    feasible = env.s.cycles.algorithm.find_nodes_that_pass_filters(fw, state, pi, Diagnosis(), nodes, len(nodes))
     assert len(feasible) == 100 and feasible[0].name == nodes[0].name
-    assert env.s.next_start_node_index == 100
-    feasible = env.s._find_nodes_that_pass_filters(fw, state, pi, Diagnosis(), nodes, len(nodes))
+    assert env.s.cycles.algorithm.next_start_node_index == 100
+    feasible = env.s.cycles.algorithm.find_nodes_that_pass_filters(fw, state, pi, Diagnosis(), nodes, len(nodes))
     assert feasible[0].name == nodes[100].name
-    feasible = env.s._find_nodes_that_pass_filters(fw, state, pi, Diagnosis(), nodes, len(nodes))
+    feasible = env.s.cycles.algorithm.find_nodes_that_pass_filters(fw, state, pi, Diagnosis(), nodes, len(nodes))
     assert feasible[0].name == nodes[200].name and feasible[-1].name == nodes[49].name
-    assert env.s.next_start_node_index == 50
+    assert env.s.cycles.algorithm.next_start_node_index == 50
 
 
 def test_rejected_nodes_count_towards_the_next_start_index() -> None:
@@ -124,7 +125,7 @@ def test_rejected_nodes_count_towards_the_next_start_index() -> None:
     for i in range(5):
         env.add_node(node(f"n{i}", alloc={"cpu": "1" if i < 2 else "8"}))
     env.schedule(pod("p", requests={"cpu": "2"}))
-    assert env.s.next_start_node_index == 0  # 5 processed, modulo 5
+    assert env.s.cycles.algorithm.next_start_node_index == 0  # 5 processed, modulo 5
 
 
 def test_ties_broken_at_random() -> None:

@@ -185,7 +185,7 @@ def test_gated_pod_is_never_popped_until_its_gates_are_removed() -> None:
 def test_gated_pod_gets_no_failed_scheduling_event() -> None:
     env = Env()
     env.add_node(node("n"))
-    env.s.on_pod_add(gated())
+    env.s.handlers.on_pod_add(gated())
     assert env.s.queue.pending()["unschedulable"] == 1
     assert env.recorder.events == []
 
@@ -194,14 +194,14 @@ def test_unreadable_pod_group_wakes_only_its_own_members() -> None:
     env = Env()
     q = env.s.queue
     for name, gang in (("m0", "g"), ("o0", "other")):
-        env.s.on_pod_add(pod(name, labels={"scheduling.x-k8s.io/pod-group": gang}))
+        env.s.handlers.on_pod_add(pod(name, labels={"scheduling.x-k8s.io/pod-group": gang}))
     for _ in range(2):
         qp = pop(q)
         assert qp is not None
         fail(q, qp, {"OMEGangPack"})
     assert q.pending()["unschedulable"] == 2
     raw = b'{"metadata": {"name": "g", "namespace": "default"}, "spec": {"minMember": "three"}}'
-    env.s.on_pod_group_invalid(raw, "Expected `int`, got `str` - at `$.spec.minMember`")
-    assert env.s.pod_group_error("default", "g") == "Expected `int`, got `str` - at `$.spec.minMember`"
+    env.s.handlers.on_pod_group_invalid(raw, "Expected `int`, got `str` - at `$.spec.minMember`")
+    assert env.s.pod_groups().error("default", "g") == "Expected `int`, got `str` - at `$.spec.minMember`"
     assert q.pending()["unschedulable"] == 1  # m0 is retried to report it; o0 waits on
     assert q.pending()["active"] + q.pending()["backoff"] == 1

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ome_scheduler.api.core import Node
 from ome_scheduler.backend.affinity_index import AffinityIndex
-from ome_scheduler.framework.types import ImageState, NodeInfo, PodInfo
+from ome_scheduler.framework.types import GangKey, ImageState, NodeInfo, PodInfo, PodKey
 
 CHANGE_LOG_MAX = 200_000
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -45,12 +45,13 @@ class SchedulerCache:
 
     def __init__(self) -> None:
         self.nodes: dict[str, NodeInfo] = {}
-        self.pods: dict[str, _PodState] = {}
+        self.pods: dict[PodKey, _PodState] = {}
         self._zones: dict[str, list[str]] = {}
         self._node_zone: dict[str, str] = {}
         self._list: list[NodeInfo] | None = None
         self.image_states: dict[str, ImageState] = {}
-        self.gang_members: dict[tuple[str, str], dict[str, str]] = {}
+        self.gang_members: dict[GangKey, dict[PodKey, str]] = {}
+        """Bound and assumed members of each gang: gang -> pod -> node name."""
         self.affinity_index = AffinityIndex()
         self.version = 0
         """Bumped when a node joins or leaves or its images change (cluster-wide inputs)."""
@@ -172,12 +173,12 @@ class SchedulerCache:
         if ni is None:
             ni = self.nodes[node] = NodeInfo(node)
         ni.add_pod(info)
-        self.affinity_index.add(info.uid or info.key, info, node)
+        self.affinity_index.add(info.pod_key, info, node)
         self._changed(node)
         if info.gang:
-            self.gang_members.setdefault((info.namespace, info.gang), {})[info.uid or info.key] = node
+            self.gang_members.setdefault(info.gang_key, {})[info.pod_key] = node
 
-    def _unaccount(self, key: str, node: str) -> None:
+    def _unaccount(self, key: PodKey, node: str) -> None:
         ni = self.nodes.get(node)
         if ni is None:
             return
@@ -186,11 +187,11 @@ class SchedulerCache:
             self.affinity_index.remove(key, pi)
         self._changed(node)
         if pi is not None and pi.gang:
-            members = self.gang_members.get((pi.namespace, pi.gang))
+            members = self.gang_members.get(pi.gang_key)
             if members is not None:
                 members.pop(key, None)
                 if not members:
-                    del self.gang_members[(pi.namespace, pi.gang)]
+                    del self.gang_members[pi.gang_key]
         if ni.node is None and not ni.pods:
             del self.nodes[node]
 
@@ -215,11 +216,11 @@ class SchedulerCache:
             return end, None
         return end, set(self._change_log[cursor - self._change_base :])
 
-    def placed_members(self, namespace: str, gang: str) -> dict[str, str]:
-        """Bound and assumed pods of one gang: pod key (uid) -> node name."""
-        return self.gang_members.get((namespace, gang), {})
+    def placed_members(self, gang: GangKey) -> dict[PodKey, str]:
+        """Bound and assumed pods of one gang: pod key -> node name."""
+        return self.gang_members.get(gang, {})
 
-    def is_assumed(self, key: str) -> bool:
+    def is_assumed(self, key: PodKey) -> bool:
         st = self.pods.get(key)
         return st is not None and st.assumed
 
@@ -229,13 +230,13 @@ class SchedulerCache:
         Raises:
             ValueError: the pod is already in the cache.
         """
-        key = info.uid or info.key
+        key = info.pod_key
         if key in self.pods:
             raise ValueError(f"pod {info.key}({key}) is in the cache, so can't be assumed")
         self.pods[key] = _PodState(info, node, assumed=True)
         self._account(info, node)
 
-    def forget_pod(self, key: str) -> bool:
+    def forget_pod(self, key: PodKey) -> bool:
         """Undo an assumption after a failed Permit or Bind (``ForgetPod``); False if not assumed."""
         st = self.pods.get(key)
         if st is None or not st.assumed:
@@ -246,7 +247,7 @@ class SchedulerCache:
 
     def add_pod(self, info: PodInfo) -> None:
         """A bound pod from the informer (any scheduler). Confirms a matching assumption."""
-        key = info.uid or info.key
+        key = info.pod_key
         node = info.pod.spec.node_name
         st = self.pods.get(key)
         if st is not None:
@@ -257,7 +258,7 @@ class SchedulerCache:
     def update_pod(self, info: PodInfo) -> None:
         self.add_pod(info)
 
-    def remove_pod(self, key: str) -> None:
+    def remove_pod(self, key: PodKey) -> None:
         st = self.pods.pop(key, None)
         if st is not None:
             self._unaccount(key, st.node)

@@ -36,7 +36,7 @@ from ome_scheduler.framework.events import (
     QueueingHint,
     pod_scheduling_properties_change,
 )
-from ome_scheduler.framework.types import PodInfo, QueuedPodInfo
+from ome_scheduler.framework.types import PodInfo, PodKey, QueuedPodInfo, pod_key
 from ome_scheduler.logs import get_logger
 from ome_scheduler.metrics import Metrics
 
@@ -65,16 +65,16 @@ class _Heap:
     def __init__(self, key: Callable[[QueuedPodInfo], tuple[Any, ...]]) -> None:
         self._key = key
         self._heap: list[tuple[tuple[Any, ...], int, QueuedPodInfo]] = []
-        self._items: dict[str, QueuedPodInfo] = {}
+        self._items: dict[PodKey, QueuedPodInfo] = {}
         self._seq = itertools.count()
 
     def __len__(self) -> int:
         return len(self._items)
 
-    def __contains__(self, uid: str) -> bool:
+    def __contains__(self, uid: object) -> bool:
         return uid in self._items
 
-    def get(self, uid: str) -> QueuedPodInfo | None:
+    def get(self, uid: PodKey) -> QueuedPodInfo | None:
         return self._items.get(uid)
 
     def push(self, q: QueuedPodInfo) -> None:
@@ -82,7 +82,7 @@ class _Heap:
         self._items[uid] = q
         heapq.heappush(self._heap, (self._key(q), next(self._seq), q))
 
-    def remove(self, uid: str) -> QueuedPodInfo | None:
+    def remove(self, uid: PodKey) -> QueuedPodInfo | None:
         return self._items.pop(uid, None)
 
     def _clean(self) -> None:
@@ -106,8 +106,8 @@ class _Heap:
         return list(self._items.values())
 
 
-def _uid(q: QueuedPodInfo) -> str:
-    return q.pod_info.uid or q.pod_info.key
+def _uid(q: QueuedPodInfo) -> PodKey:
+    return q.pod_info.pod_key
 
 
 class SchedulingQueue:
@@ -133,8 +133,8 @@ class SchedulingQueue:
         self.active = _Heap(first.sort_key)
         self.backoff = _Heap(lambda q: (q.backoff_expiration, *first.sort_key(q)))
         self.error_backoff = _Heap(lambda q: (q.backoff_expiration, *first.sort_key(q)))
-        self.unschedulable: dict[str, QueuedPodInfo] = {}
-        self.in_flight: dict[str, int] = {}
+        self.unschedulable: dict[PodKey, QueuedPodInfo] = {}
+        self.in_flight: dict[PodKey, int] = {}
         self._events: list[tuple[int, ClusterEvent, Any, Any]] = []
         self._event_seq = itertools.count(1)
         self._wakeup = asyncio.Event()
@@ -212,7 +212,7 @@ class SchedulingQueue:
             for registered, hints in p.hints.items()
         )
 
-    def _remove_everywhere(self, uid: str) -> None:
+    def _remove_everywhere(self, uid: PodKey) -> None:
         self.unschedulable.pop(uid, None)
         self.backoff.remove(uid)
         self.error_backoff.remove(uid)
@@ -270,9 +270,7 @@ class SchedulingQueue:
         if not rejectors:
             return QUEUE_AFTER_BACKOFF
         if event.is_wildcard():
-            if isinstance(new, Pod) and (new.metadata.uid or new.metadata.name) != (
-                q.pod.metadata.uid or q.pod.metadata.name
-            ):
+            if isinstance(new, Pod) and pod_key(new.metadata) != q.pod_info.pod_key:
                 return QUEUE_SKIP
             return QUEUE_AFTER_BACKOFF
         p = self._profile(q)
@@ -320,7 +318,7 @@ class SchedulingQueue:
 
     def update(self, old: Pod | None, pi: PodInfo) -> None:
         """An unscheduled pod changed (``Update``)."""
-        uid = pi.uid or pi.key
+        uid = pi.pod_key
         events = pod_scheduling_properties_change(pi.pod, old) if old is not None else []
         if uid in self.in_flight:
             for ev in events:
@@ -349,12 +347,12 @@ class SchedulingQueue:
         self._move_to_active(QueuedPodInfo(pi, timestamp=self.clock()), "UnschedulablePodUpdate")
         self._gauge()
 
-    def delete(self, uid: str) -> None:
+    def delete(self, uid: PodKey) -> None:
         self.active.remove(uid)
         self._remove_everywhere(uid)
         self._gauge()
 
-    def contains(self, uid: str) -> bool:
+    def contains(self, uid: PodKey) -> bool:
         return uid in self.active or uid in self.backoff or uid in self.error_backoff or uid in self.unschedulable
 
     async def pop(self) -> QueuedPodInfo | None:
@@ -382,7 +380,7 @@ class SchedulingQueue:
             self._wakeup.clear()
             await self._wakeup.wait()
 
-    def done(self, uid: str) -> None:
+    def done(self, uid: PodKey) -> None:
         """The pod left its scheduling cycle (``Done``); drop events nobody needs."""
         self.in_flight.pop(uid, None)
         if not self.in_flight:
@@ -433,7 +431,7 @@ class SchedulingQueue:
     def activate(self, pods: Iterable[Pod]) -> None:
         """``Activate``: move pods from unschedulable or backoff straight to activeQ."""
         for pod in pods:
-            uid = pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
+            uid = pod_key(pod.metadata)
             q = self.unschedulable.get(uid)
             from_backoff = False
             if q is None:

@@ -111,12 +111,28 @@ class VolumeBindingArgs(_Args, frozen=True):
     shape: tuple[UtilizationShapePoint, ...] = ()
 
 
-class OMEGangPackArgs(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=False):
-    """OMEGangPack's arguments (spec/gangpack.md §12.1); times in seconds; unknown fields ignored.
+class OMEGangPackArgs(msgspec.Struct, frozen=True, kw_only=True):
+    """OMEGangPack's arguments (spec/gangpack.md §12.1), validated; times in seconds.
 
-    The optional fields are None when unset, like the upstream plugin's pointers. Validated
-    arguments always carry ``gc_interval_seconds`` and ``standalone_domain_packing`` (True
-    when unset).
+    The timeouts are None when unset (no Permit fallback, no start-up wait);
+    ``gc_interval_seconds`` is required. Decoded through :class:`OMEGangPackArgsV1`.
+    """
+
+    topology_key: str = ""
+    pod_group_topology_key_annotation: str = ""
+    unsupported_placement_group_label: str = ""
+    default_permit_timeout_seconds: int | None = None
+    pod_group_sync_timeout_seconds: int | None = None
+    gc_interval_seconds: int
+    standalone_domain_packing: bool = True
+
+
+class OMEGangPackArgsV1(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=False):
+    """OMEGangPack's ``args`` as decoded: permissive, and every optional field ``| None`` as the
+    upstream plugin's pointers are, so decoding errors read as spec §12.2 documents
+    (``decode OMEGangPack args: Expected `int | null`, got `str` - at `$.gcIntervalSeconds```).
+
+    The one argument struct with an external (v1) shape of its own: the others decode as they are.
     """
 
     topology_key: str = ""

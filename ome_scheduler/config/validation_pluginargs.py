@@ -39,6 +39,7 @@ from ome_scheduler.config.pluginargs import (
     NodeResourcesBalancedAllocationArgs,
     NodeResourcesFitArgs,
     OMEGangPackArgs,
+    OMEGangPackArgsV1,
     PluginArgs,
     PodTopologySpreadArgs,
     VolumeBindingArgs,
@@ -206,7 +207,7 @@ def validate_volume_binding_args(args: VolumeBindingArgs) -> VolumeBindingArgs:
     return args
 
 
-def validate_ome_gang_pack_args(args: OMEGangPackArgs) -> OMEGangPackArgs:
+def validate_ome_gang_pack_args(args: OMEGangPackArgsV1) -> OMEGangPackArgs:
     """OMEGangPack's checks in the order of spec/gangpack.md §12.2; unset packing is True.
 
     Raises:
@@ -226,22 +227,29 @@ def validate_ome_gang_pack_args(args: OMEGangPackArgs) -> OMEGangPackArgs:
             errs = is_qualified_name(value)
             if errs:
                 raise ConfigError(f'{name} "{value}" is not a valid metadata key: {errs[0]}')
+    gc = args.gc_interval_seconds
     for name, seconds in (
         ("defaultPermitTimeoutSeconds", args.default_permit_timeout_seconds),
         ("podGroupSyncTimeoutSeconds", args.pod_group_sync_timeout_seconds),
-        ("gcIntervalSeconds", args.gc_interval_seconds),
+        ("gcIntervalSeconds", gc),
     ):
         if seconds is None:
-            if name == "gcIntervalSeconds":
-                raise ConfigError("gcIntervalSeconds must be configured")
             continue
         if seconds <= 0:
             raise ConfigError(f"{name} must be positive")
         if seconds > MAX_SECONDS:
             raise ConfigError(f"{name} is too large")
-    if args.standalone_domain_packing is None:
-        return replace(args, standalone_domain_packing=True)
-    return args
+    if gc is None:
+        raise ConfigError("gcIntervalSeconds must be configured")
+    return OMEGangPackArgs(
+        topology_key=args.topology_key,
+        pod_group_topology_key_annotation=args.pod_group_topology_key_annotation,
+        unsupported_placement_group_label=args.unsupported_placement_group_label,
+        default_permit_timeout_seconds=args.default_permit_timeout_seconds,
+        pod_group_sync_timeout_seconds=args.pod_group_sync_timeout_seconds,
+        gc_interval_seconds=gc,
+        standalone_domain_packing=args.standalone_domain_packing is not False,
+    )
 
 
 # ---- decoding ---------------------------------------------------------------------------
@@ -347,7 +355,7 @@ def decode_plugin_args(name: str, raw: Mapping[str, Any] | None) -> PluginArgs |
     """
     if name == "OMEGangPack":
         try:
-            gang = msgspec.convert(raw or {}, OMEGangPackArgs, strict=True)
+            gang = msgspec.convert(raw or {}, OMEGangPackArgsV1, strict=True)
         except msgspec.ValidationError as exc:
             raise ConfigError(f"decode OMEGangPack args: {exc}") from None
         return validate_ome_gang_pack_args(gang)

@@ -9,13 +9,14 @@ Score and NormalizeScore work on the whole node list in one call, and Success is
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import asyncio
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ome_scheduler.framework.events import ClusterEventWithHint
 from ome_scheduler.framework.status import Status
-from ome_scheduler.framework.types import AffinityTerm, NodeInfo, PodInfo, QueuedPodInfo
+from ome_scheduler.framework.types import AffinityTerm, GangKey, NodeInfo, PodInfo, PodKey, QueuedPodInfo
 
 if TYPE_CHECKING:
     from ome_scheduler.api.core import Namespace, Pod
@@ -73,6 +74,34 @@ class NodeToStatus:
         return len(self.statuses)
 
 
+class PodGroupLister(Protocol):
+    """What plugins may read of the pod-group state (``backend.podgroups.PodGroupState``)."""
+
+    def get(self, namespace: str, name: str) -> PodGroup | None:
+        """The PodGroup from the informer cache, or None (missing, or the CRD is absent)."""
+        ...
+
+    def error(self, namespace: str, name: str) -> str | None:
+        """Why an existing PodGroup could not be read (its decode error), or None."""
+        ...
+
+    def members(self, gang: GangKey) -> list[PodInfo]:
+        """Every pod the informer holds whose pod-group label names ``gang`` (any phase)."""
+        ...
+
+    def placed_members(self, gang: GangKey) -> list[tuple[PodInfo, NodeInfo | None]]:
+        """Bound and assumed members with their NodeInfo (None when the Node object is gone)."""
+        ...
+
+    def live_gang_keys(self) -> set[GangKey]:
+        """Gangs with at least one member that is not being deleted."""
+        ...
+
+    def subscribe(self, listener: Callable[[PodGroup | None, PodGroup | None], None]) -> None:
+        """Call ``listener(old, new)`` after every PodGroup add, update and delete."""
+        ...
+
+
 class Handle(Protocol):
     """What plugins may ask of the scheduler (``framework.Handle``), without any I/O."""
 
@@ -97,28 +126,12 @@ class Handle(Protocol):
         each pod; every pod when the selector requires no ``key=value``), with their node."""
         ...
 
-    def pods_in_group(self, namespace: str, group: str) -> list[PodInfo]:
-        """Every pod in the informer cache labelled with this PodGroup in this namespace."""
-        ...
-
-    def live_gang_keys(self) -> set[str]:
-        """``ns/group`` of every pod-group label on a pod that is neither deleting nor finished."""
-        ...
-
-    def placed_members(self, namespace: str, group: str) -> list[tuple[PodInfo, NodeInfo | None]]:
-        """Bound and assumed pods of one gang with their node (None: the node is gone)."""
-        ...
-
     def node_changes(self, cursor: int) -> tuple[int, set[str] | None]:
         """Node names changed since ``cursor`` (None: rebuild from all nodes) and the new cursor."""
         ...
 
-    def pod_group(self, namespace: str, name: str) -> PodGroup | None:
-        """The PodGroup from the informer cache, or None (missing, or the CRD is absent)."""
-        ...
-
-    def pod_group_error(self, namespace: str, name: str) -> str | None:
-        """Why an existing PodGroup could not be read (its decode error), or None."""
+    def pod_groups(self) -> PodGroupLister:
+        """PodGroups, their members and where those sit (``backend/podgroups.py``)."""
         ...
 
     def namespace(self, name: str) -> Namespace | None: ...
@@ -131,11 +144,30 @@ class Handle(Protocol):
 
     def waiting_pods(self) -> Iterable[WaitingPod]: ...
 
-    def get_waiting_pod(self, uid: str) -> WaitingPod | None: ...
+    def get_waiting_pod(self, key: PodKey) -> WaitingPod | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BackgroundTask:
+    """A periodic job a plugin runs while this replica leads (for example a GC pass).
+
+    ``run`` is called on the event loop every ``interval_seconds`` (first right away when
+    ``run_at_start``); an exception is logged and the task goes on at its next tick.
+    """
+
+    name: str
+    interval_seconds: float
+    run: Callable[[], None]
+    run_at_start: bool = False
 
 
 class Plugin:
-    """Base of every plugin; ``name`` is the name used in the profile."""
+    """Base of every plugin; ``name`` is the name used in the profile.
+
+    A plugin also derives from one base class per extension point it implements, as a Go
+    plugin implements one interface per point. Status conventions throughout: ``None`` is
+    Success; plugins return :class:`Status` objects with the codes each point allows.
+    """
 
     name: ClassVar[str] = ""
     node_local_filter: ClassVar[bool] = False
@@ -147,13 +179,39 @@ class Plugin:
         """``EnqueueExtensions``: the cluster events that may make a rejected pod schedulable."""
         return []
 
+    def cache_token(self, state: CycleState, pod: PodInfo) -> Hashable:
+        """For node-local plugins with state outside the NodeInfo: a value that changes whenever
+        that state changes, so equivalence-cache entries computed before are not reused
+        (``framework/equivalence.py``). The default, None, means no such state."""
+        return None
+
+    def background_tasks(self) -> Sequence[BackgroundTask]:
+        """Periodic jobs the scheduler runs for this plugin while it leads (default: none)."""
+        return ()
+
+    def informer_sync_waits(self) -> Mapping[str, float]:
+        """Informers (by name, e.g. ``"podgroups"``) this plugin wants synced before the first
+        scheduling cycle, each with the longest wait in seconds; after it, scheduling starts
+        anyway (the resource's API may not be installed yet)."""
+        return {}
+
 
 class PreEnqueuePlugin(Plugin):
+    """``PreEnqueuePlugin``: may keep a pod out of activeQ (gated) before any cycle.
+
+    Called for every pod about to enter activeQ, so it must be cheap and read only the pod.
+    Returns None (Success) or UnschedulableAndUnresolvable: the pod waits among the
+    unschedulable pods, un-attempted and without an event, until one of this plugin's
+    registered events ungates it. No CycleState exists yet.
+    """
+
     def pre_enqueue(self, pod: PodInfo) -> Status | None:
         raise NotImplementedError
 
 
 class QueueSortPlugin(Plugin):
+    """``QueueSortPlugin``: orders activeQ. Exactly one per profile; pure, no status."""
+
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
         raise NotImplementedError
 
@@ -163,6 +221,14 @@ class QueueSortPlugin(Plugin):
 
 
 class PreFilterPlugin(Plugin):
+    """``PreFilterPlugin``: once per scheduling cycle, before Filter; may write CycleState.
+
+    Returns ``(nodes, status)``: ``nodes`` narrows the candidates to those names (None: all;
+    the runtime intersects the plugins' sets). Allowed codes: Success, Skip (this plugin's
+    Filter is skipped this cycle), Unschedulable (the cycle goes on to PostFilter with every
+    node failing), UnschedulableAndUnresolvable (same, and preemption cannot help), Error.
+    """
+
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
     ) -> tuple[set[str] | None, Status | None]:
@@ -171,21 +237,46 @@ class PreFilterPlugin(Plugin):
 
 
 class FilterPlugin(Plugin):
+    """``FilterPlugin``: once per candidate node; reads CycleState, never writes it.
+
+    Allowed codes: Success (None), Unschedulable, UnschedulableAndUnresolvable (the node's
+    reason appears in the FitError histogram), Error (the cycle fails). The first rejecting
+    plugin decides a node's status.
+    """
+
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         raise NotImplementedError
 
 
 class PostFilterPlugin(Plugin):
+    """``PostFilterPlugin``: once per cycle, only when no node passed Filter.
+
+    Gets every node's status; may write CycleState and plugin state (preemption would
+    nominate a node here). Returns Success to end the PostFilter phase, Unschedulable (its
+    reasons join the FitError message), UnschedulableAndUnresolvable, or Error.
+    """
+
     def post_filter(self, state: CycleState, pod: PodInfo, statuses: NodeToStatus) -> Status | None:
         raise NotImplementedError
 
 
 class PreScorePlugin(Plugin):
+    """``PreScorePlugin``: once per cycle over the feasible nodes; may write CycleState.
+
+    Allowed codes: Success, Skip (this plugin's Score is skipped this cycle), Error.
+    """
+
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
         raise NotImplementedError
 
 
 class ScorePlugin(Plugin):
+    """``ScorePlugin``: raw scores for all feasible nodes in one call; reads CycleState only.
+
+    ``normalize_score`` then maps them into ``0..MAX_NODE_SCORE`` in place; the runtime
+    multiplies by the profile's weight and raises when a final score is out of range.
+    """
+
     def score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
         """Raw scores, one per node in order (upstream calls Score once per node)."""
         raise NotImplementedError
@@ -196,6 +287,14 @@ class ScorePlugin(Plugin):
 
 
 class ReservePlugin(Plugin):
+    """``ReservePlugin``: after the pod is assumed on ``node``; may change plugin state.
+
+    ``reserve`` returns Success, or Unschedulable/Error to fail the cycle; then every reserve
+    plugin's ``unreserve`` runs in reverse order. ``unreserve`` also runs when Permit, PreBind
+    or Bind fail later, so it must be idempotent, must not fail, and must undo only what this
+    pod's ``reserve`` did.
+    """
+
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
         raise NotImplementedError
 
@@ -204,25 +303,62 @@ class ReservePlugin(Plugin):
 
 
 class PermitPlugin(Plugin):
+    """``PermitPlugin``: the last step of the scheduling cycle, the pod assumed on ``node``.
+
+    Returns ``(status, timeout)``: Success admits; Wait parks the pod as a WaitingPod for up
+    to ``timeout`` seconds, until a plugin allows or rejects it through the Handle;
+    Unschedulable rejects (unreserve, requeue); Error fails the cycle.
+    """
+
     def permit(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status | None, float]:
         """Returns (status, timeout in seconds when the status is Wait)."""
         raise NotImplementedError
 
 
 class PreBindPlugin(Plugin):
+    """``PreBindPlugin``: in the binding cycle (asynchronous, after Permit), before Bind.
+
+    May do slow work (VolumeBinding waits for volumes). Returns Success, Skip, or a failure
+    that un-reserves the pod and sends it back to the queue.
+    """
+
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
         raise NotImplementedError
 
 
 class BindPlugin(Plugin):
+    """``BindPlugin``: binds the pod; plugins are tried in order until one does not Skip.
+
+    A failure un-reserves the pod, forgets the assumption and requeues it.
+    """
+
     async def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
         """Returns Skip to let the next bind plugin bind."""
         raise NotImplementedError
 
 
 class PostBindPlugin(Plugin):
+    """``PostBindPlugin``: informational, after a successful Bind; cannot fail."""
+
     def post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
         raise NotImplementedError
+
+
+class EventRecorder(Protocol):
+    """Where the scheduling loop reports to users (``kube.recorder.Recorder`` in production):
+    events on pods and the pod's ``PodScheduled`` condition and ``nominatedNodeName``."""
+
+    def event(self, pod: Pod, *, controller: str, type_: str, reason: str, action: str, note: str) -> None:
+        """Record an ``events.k8s.io/v1`` event about ``pod`` (in the background)."""
+        ...
+
+    def pod_scheduled_false(self, pod: Pod, reason: str, message: str, *, clear_nominated: bool = True) -> None:
+        """Set ``PodScheduled=False`` with ``reason``/``message`` (in the background)."""
+        ...
+
+    async def nominate(self, pod: Pod, node: str, abandon: asyncio.Future[Any] | None = None) -> None:
+        """Set ``status.nominatedNodeName``; dropped unsent when ``abandon`` completes first."""
+        ...
 
 
 class Binder(Protocol):

@@ -13,10 +13,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ome_scheduler.config.errors import ConfigError
 from ome_scheduler.config.types import PluginRef, Plugins, PluginSet, Profile
+from ome_scheduler.framework.equivalence import EntryTable, EquivalenceCache, EquivalenceEntry
 from ome_scheduler.framework.events import ClusterEvent, ClusterEventWithHint
 from ome_scheduler.framework.interface import (
     MAX_NODE_SCORE,
@@ -42,6 +43,8 @@ from ome_scheduler.framework.interface import (
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.framework.waiting_pods import WaitingPod, WaitingPodsMap
+
+P = TypeVar("P", bound=Plugin)
 
 _POINTS: tuple[tuple[str, type[Plugin]], ...] = (
     ("preEnqueue", PreEnqueuePlugin),
@@ -149,35 +152,6 @@ class FitError(Exception):
         return msg
 
 
-class EquivalenceCache:
-    """Filter statuses and raw Score values per pod shape and node.
-
-    An entry is valid while the node's ``generation`` (bumped by every pod or node change on
-    it) and the cycle's version (the cluster's node-set version plus the tokens of the
-    node-local plugins) are unchanged. Only plugins that declare ``node_local`` (their
-    answers depend on the pod's shape and that one node) may be served from it; a cycle in
-    which any other plugin takes part neither reads nor writes it (``node_local_filter`` and
-    ``node_local_score`` on the plugin class). Identical pods, such as a
-    Deployment's replicas, then cost a dictionary lookup per node instead of a Filter and
-    Score pass: the same answers kube-scheduler computes, reached with less work.
-    """
-
-    def __init__(self, max_shapes: int = 256) -> None:
-        self._shapes: dict[tuple[bytes, Any], dict[str, list[Any]]] = {}
-        self.max_shapes = max_shapes
-
-    def entries(self, shape: bytes, version: Any) -> dict[str, list[Any]]:
-        """The node -> [generation, status, raw scores by plugin] map of one shape and version."""
-        key = (shape, version)
-        d = self._shapes.pop(key, None)
-        if d is None:
-            d = {}
-        self._shapes[key] = d
-        while len(self._shapes) > self.max_shapes:
-            self._shapes.pop(next(iter(self._shapes)))
-        return d
-
-
 class Framework:
     """One profile's plugins, ordered per extension point, and the code that runs them.
 
@@ -238,37 +212,35 @@ class Framework:
         for p in plugins.score.enabled:
             if p.weight:
                 self.score_weights[p.name] = p.weight
-        points: dict[str, list[Plugin]] = {}
-        for camel, base in _POINTS:
-            points[camel] = self._expand(camel, base, plugins)
-        self.pre_enqueue_plugins: list[PreEnqueuePlugin] = points["preEnqueue"]  # type: ignore[assignment]
-        qs = points["queueSort"]
+        self.pre_enqueue_plugins = self._expand("preEnqueue", PreEnqueuePlugin, plugins)
+        qs = self._expand("queueSort", QueueSortPlugin, plugins)
         if len(qs) != 1:
             raise ConfigError(
                 f"profiles[{profile_index}].plugins.queueSort: Invalid value: {len(qs)}: "
                 "only one queue sort plugin required for profile"
             )
-        self.queue_sort: QueueSortPlugin = qs[0]  # type: ignore[assignment]
-        self.pre_filter_plugins: list[PreFilterPlugin] = points["preFilter"]  # type: ignore[assignment]
-        self.filter_plugins: list[FilterPlugin] = points["filter"]  # type: ignore[assignment]
-        self.post_filter_plugins: list[PostFilterPlugin] = points["postFilter"]  # type: ignore[assignment]
-        self.pre_score_plugins: list[PreScorePlugin] = points["preScore"]  # type: ignore[assignment]
-        self.score_plugins: list[ScorePlugin] = points["score"]  # type: ignore[assignment]
-        self.reserve_plugins: list[ReservePlugin] = points["reserve"]  # type: ignore[assignment]
-        self.permit_plugins: list[PermitPlugin] = points["permit"]  # type: ignore[assignment]
-        self.pre_bind_plugins: list[PreBindPlugin] = points["preBind"]  # type: ignore[assignment]
-        self.bind_plugins: list[BindPlugin] = points["bind"]  # type: ignore[assignment]
+        self.queue_sort = qs[0]
+        self.pre_filter_plugins = self._expand("preFilter", PreFilterPlugin, plugins)
+        self.filter_plugins = self._expand("filter", FilterPlugin, plugins)
+        self.post_filter_plugins = self._expand("postFilter", PostFilterPlugin, plugins)
+        self.pre_score_plugins = self._expand("preScore", PreScorePlugin, plugins)
+        self.score_plugins = self._expand("score", ScorePlugin, plugins)
+        self.reserve_plugins = self._expand("reserve", ReservePlugin, plugins)
+        self.permit_plugins = self._expand("permit", PermitPlugin, plugins)
+        self.pre_bind_plugins = self._expand("preBind", PreBindPlugin, plugins)
+        self.bind_plugins = self._expand("bind", BindPlugin, plugins)
         if not self.bind_plugins:
             raise ConfigError(
                 f"profiles[{profile_index}].plugins.bind: Invalid value: at least one bind plugin is needed"
             )
-        self.post_bind_plugins: list[PostBindPlugin] = points["postBind"]  # type: ignore[assignment]
+        self.post_bind_plugins = self._expand("postBind", PostBindPlugin, plugins)
+        self._token_plugins = [pl for pl in self.plugins.values() if type(pl).cache_token is not Plugin.cache_token]
         for pl in self.score_plugins:
             w = self.score_weights.setdefault(pl.name, 1)
             if w <= 0 or w > 10_000_000:
                 raise ConfigError(f"profiles[{profile_index}].plugins.score: Invalid value: {w}: weight of {pl.name}")
 
-    def _expand(self, camel: str, base: type[Plugin], plugins: Plugins) -> list[Plugin]:
+    def _expand(self, camel: str, base: type[P], plugins: Plugins) -> list[P]:
         """``expandMultiPointPlugins`` for one extension point."""
         ps = plugins.point(camel)
         enabled = [p.name for p in ps.enabled]
@@ -277,7 +249,7 @@ class Framework:
             if not isinstance(self.plugins[n], base):
                 raise ConfigError(f"plugin {n!r} does not extend {camel} plugin")
         if "*" in disabled:
-            return [self.plugins[n] for n in enabled]
+            return [self._as(n, base) for n in enabled]
         multi: list[str] = []
         overrides: list[str] = []
         for p in plugins.multi_point.enabled:
@@ -296,7 +268,12 @@ class Framework:
         for n in order:
             if n not in seen:
                 seen.append(n)
-        return [self.plugins[n] for n in seen]
+        return [self._as(n, base) for n in seen]
+
+    def _as(self, name: str, base: type[P]) -> P:
+        pl = self.plugins[name]
+        assert isinstance(pl, base)  # checked by _expand before
+        return pl
 
     # ---- queueing -------------------------------------------------------------------
 
@@ -482,21 +459,15 @@ class Framework:
 
     def cache_version(self, state: CycleState, pod: PodInfo) -> tuple[Any, ...]:
         """The node-local plugins' state tokens for this cycle (``cache_token``, if any)."""
-        out = []
-        for pl in self.plugins.values():
-            tok = getattr(pl, "cache_token", None)
-            if tok is not None:
-                out.append(tok(state, pod))
-        return tuple(out)
+        return tuple(pl.cache_token(state, pod) for pl in self._token_plugins)
 
     def run_score_cached(
-        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo], entries: dict[str, list[Any]]
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo], entries: EntryTable
     ) -> list[int]:
         """``run_score`` reusing scores cached per node (node-local plugins only).
 
         Plugins that keep the default NormalizeScore contribute a cached weighted sum per node;
         the others keep cached raw scores and are normalised over this cycle's nodes.
-        Entries are ``[generation, filter status, {plugin: raw}, (plugins, weighted sum)]``.
         """
         start = time.perf_counter()
         n_nodes = len(nodes)
@@ -506,15 +477,17 @@ class Framework:
         plain = [pl for pl in active if type(pl).normalize_score is ScorePlugin.normalize_score]
         normed = [pl for pl in active if type(pl).normalize_score is not ScorePlugin.normalize_score]
         plain_key = tuple(pl.name for pl in plain)
-        ents: list[list[Any]] = []
+        ents: list[EquivalenceEntry] = []
         missing: list[int] = []
         get = entries.get
         for i, n in enumerate(nodes):
             e = get(n.name)
-            if e is None or e[0] != n.generation:
-                e = entries[n.name] = [n.generation, None, {}, None]
+            if e is None or e.generation != n.generation:
+                # Only feasible nodes are scored, and their Filter answer (None) was written
+                # this cycle at this generation; a missing or older entry is rebuilt.
+                e = entries[n.name] = EquivalenceEntry(n.generation)
             ents.append(e)
-            part = e[3]
+            part = e.weighted
             if part is not None and part[0] == plain_key:
                 totals[i] = part[1]
             else:
@@ -529,15 +502,15 @@ class Framework:
                 sums = [t + sc * w for t, sc in zip(sums, scores, strict=True)]
             for j, i in enumerate(missing):
                 totals[i] = sums[j]
-                ents[i][3] = (plain_key, sums[j])
+                ents[i].weighted = (plain_key, sums[j])
         for pl in normed:
             name = pl.name
-            raw: list[int] = [e[2].get(name) for e in ents]
-            miss = [i for i, v in enumerate(raw) if v is None]
-            if miss:
-                for i, v in zip(miss, pl.score(state, pod, [nodes[i] for i in miss]), strict=True):
-                    raw[i] = v
-                    ents[i][2][name] = v
+            known = [e.raw_scores.get(name) for e in ents]
+            miss = [i for i, v in enumerate(known) if v is None]
+            fresh = pl.score(state, pod, [nodes[i] for i in miss]) if miss else []
+            for i, v in zip(miss, fresh, strict=True):
+                ents[i].raw_scores[name] = v
+            raw = [e.raw_scores[name] for e in ents]
             pl.normalize_score(state, pod, raw)
             self._check_scores(name, raw)
             w = self.score_weights.get(name, 1)
@@ -614,14 +587,14 @@ class Framework:
 
     async def wait_on_permit(self, pod: PodInfo) -> Status | None:
         """``WaitOnPermit``: block until the waiting pod is allowed or rejected."""
-        wp = self.waiting_pods.get(pod.uid)
+        wp = self.waiting_pods.get(pod.pod_key)
         if wp is None:
             return None
         start = time.perf_counter()
         try:
             s = await wp.wait()
         finally:
-            self.waiting_pods.remove(pod.uid)
+            self.waiting_pods.remove(pod.pod_key)
         code = "Success" if s is None else s.code.label()
         self.metrics.permit_wait_duration.labels(code).observe(time.perf_counter() - start)
         return s

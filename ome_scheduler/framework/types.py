@@ -13,10 +13,12 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import NewType
 
 import msgspec
 
 from ome_scheduler.api.core import Node, Pod, PodAffinityTerm, Taint, WeightedPodAffinityTerm
+from ome_scheduler.api.meta import ObjectMeta
 from ome_scheduler.util.labels import NodeSelectorMatcher, Selector
 from ome_scheduler.util.quantity import milli_value, value
 
@@ -27,6 +29,32 @@ DEFAULT_MILLI_CPU_REQUEST = 100
 """``pkg/scheduler/util/pod_resources.go``: cpu assumed for scoring when none is requested."""
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 """Memory (bytes) assumed for scoring when none is requested."""
+
+PodKey = NewType("PodKey", str)
+"""How the cache, the queue and the waiting pods know a pod: its UID, or ``namespace/name``
+for a pod that has none (objects built in unit tests)."""
+
+GangKey = NewType("GangKey", str)
+"""A gang: ``namespace/podgroup`` of the PodGroup its members' label names (spec §0.2)."""
+
+
+def pod_key(meta: ObjectMeta) -> PodKey:
+    """The :data:`PodKey` of a pod's metadata."""
+    return PodKey(meta.uid or f"{meta.namespace}/{meta.name}")
+
+
+def gang_key(namespace: str, group: str) -> GangKey:
+    """The :data:`GangKey` of PodGroup ``group`` in ``namespace``."""
+    return GangKey(f"{namespace}/{group}")
+
+
+def split_gang_key(key: str) -> tuple[str, str] | None:
+    """``(namespace, name)`` of a gang key split at the first ``/``; None when malformed (spec §2.1)."""
+    i = key.find("/")
+    if i <= 0 or i == len(key) - 1:
+        return None
+    return key[:i], key[i + 1 :]
+
 
 _generation = itertools.count(1)
 _SHAPE_ENC = msgspec.json.Encoder()
@@ -283,6 +311,7 @@ class PodInfo:
     Attributes:
         pod: the decoded pod.
         key: ``namespace/name``.
+        pod_key: the :data:`PodKey` (UID) the cache and the queue use.
         requests: effective requests (``Resource``).
         non0_cpu: millicores used for scoring (100 when a container requests none).
         non0_mem: bytes used for scoring (200 MiB when a container requests none).
@@ -290,6 +319,7 @@ class PodInfo:
         preferred_anti_affinity_terms: parsed inter-pod affinity terms.
         host_ports: ``(ip, protocol, port)`` of every host port, sidecars included.
         gang: the pod-group label value, or ``""`` for a standalone pod.
+        gang_key: ``namespace/gang`` when ``gang`` is set, else ``""``.
         parse_error: a selector in the spec upstream would reject, or ``""``.
     """
 
@@ -297,6 +327,7 @@ class PodInfo:
         "pod",
         "key",
         "uid",
+        "pod_key",
         "namespace",
         "name",
         "requests",
@@ -308,6 +339,7 @@ class PodInfo:
         "preferred_anti_affinity_terms",
         "host_ports",
         "gang",
+        "gang_key",
         "priority",
         "node_selector_matcher",
         "parse_error",
@@ -322,7 +354,9 @@ class PodInfo:
         self.name = md.name
         self.key = f"{md.namespace}/{md.name}"
         self.uid = md.uid
+        self.pod_key = PodKey(md.uid or self.key)
         self.gang = md.labels.get(POD_GROUP_LABEL, "")
+        self.gang_key = gang_key(md.namespace, self.gang) if self.gang else GangKey("")
         self.priority = spec.priority or 0
         reqs = pod_requests(pod)
         self.requests = _to_resource(reqs)
@@ -526,7 +560,7 @@ class NodeInfo:
 
     def add_pod(self, pi: PodInfo) -> None:
         """``AddPodInfo``: account a bound or assumed pod."""
-        key = pi.uid or pi.key
+        key = pi.pod_key
         if key in self.pods:
             self.remove_pod(key)
         self.pods[key] = pi

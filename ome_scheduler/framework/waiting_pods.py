@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from ome_scheduler.framework.status import Status
-from ome_scheduler.framework.types import PodInfo
+from ome_scheduler.framework.types import PodInfo, PodKey
 from ome_scheduler.util.durations import format_go_duration
 
 
@@ -31,8 +31,9 @@ class WaitingPod:
             self._pending[plugin] = loop.call_later(timeout, self.reject, plugin, msg)
 
     @property
-    def uid(self) -> str:
-        return self.pod_info.uid
+    def key(self) -> PodKey:
+        """The waiting pod's :data:`PodKey`."""
+        return self.pod_info.pod_key
 
     def pending_plugins(self) -> list[str]:
         return list(self._pending)
@@ -67,19 +68,22 @@ class WaitingPod:
 
 
 class WaitingPodsMap:
-    """Waiting pods by uid."""
+    """Waiting pods by :data:`PodKey` (``waitingPodsMap``)."""
 
     def __init__(self) -> None:
-        self._pods: dict[str, WaitingPod] = {}
+        self._pods: dict[PodKey, WaitingPod] = {}
 
     def add(self, wp: WaitingPod) -> None:
-        self._pods[wp.uid] = wp
+        """Park ``wp`` (replacing a previous wait of the same pod)."""
+        self._pods[wp.key] = wp
 
-    def remove(self, uid: str) -> None:
-        self._pods.pop(uid, None)
+    def remove(self, key: PodKey) -> None:
+        """Forget the pod's wait (no-op when absent)."""
+        self._pods.pop(key, None)
 
-    def get(self, uid: str) -> WaitingPod | None:
-        return self._pods.get(uid)
+    def get(self, key: PodKey) -> WaitingPod | None:
+        """The pod's wait, or None."""
+        return self._pods.get(key)
 
     def values(self) -> list[WaitingPod]:
         return list(self._pods.values())

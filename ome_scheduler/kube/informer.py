@@ -20,15 +20,23 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
-from ome_scheduler.api.meta import ListMeta, MetaOnly, RawWatchEvent, Status
+from ome_scheduler.api.meta import ListMeta, MetaOnly, ObjectMeta, RawWatchEvent, Status
 from ome_scheduler.kube.client import TRANSPORT_ERRORS, ApiError, KubeClient
 from ome_scheduler.logs import get_logger
 
-T = TypeVar("T")
+
+class Object(Protocol):
+    """What the informer needs of a record: its metadata (every API record has one)."""
+
+    @property
+    def metadata(self) -> ObjectMeta: ...
+
+
+T = TypeVar("T", bound=Object)
 log = get_logger()
 
 
@@ -120,7 +128,7 @@ class Informer(Generic[T]):
             for raw in lst.items:
                 obj = self._decode(bytes(raw))
                 if obj is not None:
-                    items[object_key(obj.metadata)] = obj  # type: ignore[attr-defined]
+                    items[object_key(obj.metadata)] = obj
             rv = lst.metadata.resource_version
             cont = lst.metadata.continue_
             if not cont:
@@ -143,7 +151,7 @@ class Informer(Generic[T]):
             if prev is None:
                 if self.on_add is not None:
                     self.on_add(obj)
-            elif self.on_update is not None and prev.metadata.resource_version != obj.metadata.resource_version:  # type: ignore[attr-defined]
+            elif self.on_update is not None and prev.metadata.resource_version != obj.metadata.resource_version:
                 self.on_update(prev, obj)
 
     async def _watch(self) -> None:
@@ -180,7 +188,7 @@ class Informer(Generic[T]):
             except (msgspec.DecodeError, msgspec.ValidationError):
                 gone = None
             try:
-                meta = gone.metadata if gone is not None else _META.decode(raw).metadata  # type: ignore[attr-defined]
+                meta = gone.metadata if gone is not None else _META.decode(raw).metadata
             except (msgspec.DecodeError, msgspec.ValidationError):
                 return
             self.resource_version = meta.resource_version
@@ -204,7 +212,7 @@ class Informer(Generic[T]):
                 if prev is not None and self.on_delete is not None:
                     self.on_delete(prev)
             return
-        meta = obj.metadata  # type: ignore[attr-defined]
+        meta = obj.metadata
         self.resource_version = meta.resource_version
         key = object_key(meta)
         self.invalid.pop(key, None)

@@ -4,8 +4,9 @@ Mirrors client-go's ``tools/events`` broadcaster as kube-scheduler uses it: the 
 controller is the profile's scheduler name and the reporting instance
 ``{schedulerName}-{hostname}``; an event isomorphic to one recorded in the last 6 minutes
 (same regarding object and resourceVersion, type, action, reason, controller) becomes a
-series (one PATCH to ``count: 2``, later repeats are only counted), and failed writes are
-retried up to 12 times about 10 s apart. The PodScheduled condition is patched like
+series (one PATCH to ``count: 2``, or a create with that series when the PATCH finds no event,
+as ``recordEvent`` does; later repeats are only counted), and failed writes are retried up to
+12 times about 10 s apart. The PodScheduled condition is patched like
 ``updatePod`` in ``schedule_one.go``: only when status, reason or message change, keeping
 ``lastTransitionTime`` when the status does not. Writes run in the background so a slow API
 server never stalls a scheduling cycle; at most ``max_pending`` writes queue up.
@@ -19,6 +20,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+
 from ome_scheduler.api.core import Pod
 from ome_scheduler.kube.client import PRIORITY_EVENTS, PRIORITY_STATUS, ApiError, KubeClient, hostname
 from ome_scheduler.logs import get_logger
@@ -30,10 +33,12 @@ FINISH_TIME = 6 * 60.0
 
 
 def truncate_message(msg: str) -> str:
-    """``truncateMessage``: events' note is capped at 1024 bytes with `` ...``."""
-    if len(msg) <= NOTE_LENGTH_LIMIT:
+    """``truncateMessage``: events' note is capped at 1024 bytes (UTF-8, what kube-apiserver
+    validates) with `` ...``; the cut never splits a character."""
+    raw = msg.encode()
+    if len(raw) <= NOTE_LENGTH_LIMIT:
         return msg
-    return msg[: NOTE_LENGTH_LIMIT - 4] + " ..."
+    return raw[: NOTE_LENGTH_LIMIT - 4].decode(errors="ignore") + " ..."
 
 
 @dataclass
@@ -41,6 +46,7 @@ class _Cached:
     name: str
     namespace: str
     created: float
+    body: dict[str, Any]
     count: int = 1
 
 
@@ -66,7 +72,8 @@ class Recorder:
     async def drain(self, timeout: float = 5.0) -> None:
         """Wait (bounded) for pending writes, e.g. at shutdown."""
         if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=timeout)
+            with anyio.move_on_after(timeout):
+                await asyncio.wait(list(self._tasks))  # waiting cancels no write
 
     def event(self, pod: Pod, *, controller: str, type_: str, reason: str, action: str, note: str) -> None:
         """Record an event about ``pod`` (``Eventf``)."""
@@ -93,7 +100,6 @@ class Recorder:
                 self._spawn(self._patch_series(cached))
             return
         name = f"{md.name}.{time.time_ns():x}"
-        self._cache[key] = _Cached(name, md.namespace, now)
         body = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
@@ -107,6 +113,7 @@ class Recorder:
             "note": truncate_message(note),
             "type": type_,
         }
+        self._cache[key] = _Cached(name, md.namespace, now, body)
         self._spawn(self._create(body))
 
     async def _create(self, body: dict[str, Any]) -> None:
@@ -129,14 +136,19 @@ class Recorder:
             await asyncio.sleep(10.0 * (0.75 + random.random() / 2))
 
     async def _patch_series(self, c: _Cached) -> None:
-        patch = {"series": {"count": 2, "lastObservedTime": now_micro()}}
+        series = {"count": 2, "lastObservedTime": now_micro()}
         try:
             await self.client.patch(
                 f"/apis/events.k8s.io/v1/namespaces/{c.namespace}/events/{c.name}",
-                patch,
+                {"series": series},
                 retries=2,
                 priority=PRIORITY_EVENTS,
             )
+        except ApiError as exc:
+            if exc.code == 404:  # deleted, or its create has not landed yet: create it as a series
+                await self._create({**c.body, "series": series})
+            else:
+                log.info("unable to update event series", v=4, eventName=c.name, error=str(exc))
         except Exception as exc:
             log.info("unable to update event series", v=4, eventName=c.name, error=str(exc))
 

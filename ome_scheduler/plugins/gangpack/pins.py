@@ -1,12 +1,13 @@
-"""The pin store: which domain each gang holds, and the reservations it keeps while forming.
+"""The pin store: each gang's pin, and the reservation (hence the hold) it keeps while forming.
 
-Pure state, no I/O. Mirrors spec/gangpack.md §2.6: a *commitment* binds a gang key to a
-(topology key, domain) with the PodGroup UID as owner, a fresh token, the domain's node set
-at creation, and ``remaining`` reserved slots. While ``remaining > 0`` every node of the set
-is held: other gangs see the domain's room as 0 and standalone pods are rejected there.
-Reserve drains one slot per member; the gang is *committed* at 0. Any release removes the
-commitment and its hold; the caller's callback runs inside the release so old-attempt
-waiters are rejected before a retry can pin again (here: before ``release_if`` returns).
+Pure state, no I/O. Mirrors spec/gangpack.md §2.6 (where a stored pin is called a
+*commitment*): a :class:`Pin` binds a gang key to a (topology key, domain) with the
+PodGroup UID as owner, a fresh token, the domain's node set at creation, and ``remaining``
+reserved slots. While ``remaining > 0`` every node of the set is held: other gangs see the
+domain's room as 0 and standalone pods are rejected there. Reserve drains one slot per
+member; the pin is *drained* at 0. Any release removes the pin and its hold; the caller's
+callback runs inside the release so old-attempt waiters are rejected before a retry can pin
+again (here: before ``release_if`` returns).
 """
 
 from __future__ import annotations
@@ -15,12 +16,16 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from ome_scheduler.framework.types import GangKey
+
 Domain = tuple[str, str]
 """(topology key, domain value): the same value under two keys is two domains."""
 
 
 @dataclass(slots=True)
-class Commitment:
+class Pin:
+    """One gang's pin: its domain, owner (PodGroup UID), reservation, token and node set."""
+
     domain: Domain
     owner: str
     remaining: int
@@ -29,10 +34,10 @@ class Commitment:
 
 
 class PinStore:
-    """Commitments by gang key, with the derived per-domain and per-node reservation counts."""
+    """Pins by gang key, with the derived per-domain and per-node reservation counts."""
 
     def __init__(self) -> None:
-        self.by_group: dict[str, Commitment] = {}
+        self.by_group: dict[GangKey, Pin] = {}
         self.reserved: dict[Domain, int] = {}
         self.reserved_nodes: dict[str, int] = {}
         self._tokens = itertools.count(1)
@@ -42,7 +47,7 @@ class PinStore:
     def __len__(self) -> int:
         return len(self.by_group)
 
-    def _set_remaining(self, c: Commitment, new: int) -> None:
+    def _set_remaining(self, c: Pin, new: int) -> None:
         new = max(0, new)
         old = c.remaining
         if new == old:
@@ -63,51 +68,39 @@ class PinStore:
                     self.reserved_nodes[n] = v
         c.remaining = new
 
-    def _new(self, group: str, owner: str, domain: Domain, remaining: int, nodes: Iterable[str]) -> Commitment:
-        c = Commitment(
+    def _new(self, group: GangKey, owner: str, domain: Domain, remaining: int, nodes: Iterable[str]) -> Pin:
+        c = Pin(
             domain=domain, owner=owner, remaining=0, token=next(self._tokens), nodes=frozenset(n for n in nodes if n)
         )
         self.by_group[group] = c
         self._set_remaining(c, remaining)
         return c
 
-    def effective_room(
-        self, topology_key: str, room: Mapping[str, int], nodes_by_domain: Mapping[str, Iterable[str]]
-    ) -> dict[str, int]:
-        """Room with every held domain forced to 0 (same key, or any shared physical node)."""
-        out = {}
-        for d, r in room.items():
-            held = self.reserved.get((topology_key, d), 0) > 0 or any(
-                self.reserved_nodes.get(n, 0) > 0 for n in nodes_by_domain.get(d, ())
-            )
-            out[d] = 0 if held else r
-        return out
-
     def choose(
         self,
-        group: str,
+        group: GangKey,
         owner: str,
         topology_key: str,
         domain: str,
         nodes: Iterable[str],
         gang_size: int,
-    ) -> Commitment:
-        """Create the commitment for a fresh pin of ``domain`` reserving ``gang_size`` slots."""
+    ) -> Pin:
+        """Create a fresh pin of ``domain`` reserving ``gang_size`` slots."""
         return self._new(group, owner, (topology_key, domain), gang_size, nodes)
 
     def set_reservation(
-        self, group: str, owner: str, topology_key: str, domain: str, remaining: int, nodes: Iterable[str]
-    ) -> Commitment:
-        """Adoption: replace any commitment of the group with a new one (new token)."""
+        self, group: GangKey, owner: str, topology_key: str, domain: str, remaining: int, nodes: Iterable[str]
+    ) -> Pin:
+        """Adoption: replace any pin of the group with a new one (new token)."""
         old = self.by_group.get(group)
         if old is not None:
             self._set_remaining(old, 0)
         return self._new(group, owner, (topology_key, domain), remaining, nodes)
 
-    def get(self, group: str) -> Commitment | None:
+    def get(self, group: GangKey) -> Pin | None:
         return self.by_group.get(group)
 
-    def place_if(self, group: str, token: int) -> tuple[bool, bool]:
+    def place_if(self, group: GangKey, token: int) -> tuple[bool, bool]:
         """Drain one slot if the token matches: (placed, drained to 0)."""
         c = self.by_group.get(group)
         if c is None or (token and c.token != token) or c.remaining <= 0:
@@ -115,12 +108,13 @@ class PinStore:
         self._set_remaining(c, c.remaining - 1)
         return True, c.remaining == 0
 
-    def committed_if(self, group: str, token: int) -> bool:
+    def is_drained(self, group: GangKey, token: int) -> bool:
+        """The gang's pin exists, matches ``token`` (0: any) and reserves nothing any more."""
         c = self.by_group.get(group)
         return c is not None and (not token or c.token == token) and c.remaining == 0
 
-    def release_if(self, group: str, token: int, callback: Callable[[Commitment], None] | None = None) -> bool:
-        """Delete the commitment when the token matches (0 matches any); run ``callback`` first."""
+    def release_if(self, group: GangKey, token: int, callback: Callable[[Pin], None] | None = None) -> bool:
+        """Delete the pin when the token matches (0 matches any); run ``callback`` before returning."""
         c = self.by_group.get(group)
         if c is None or (token and c.token != token):
             return False
@@ -139,8 +133,5 @@ class PinStore:
                 return True
         return False
 
-    def owners(self) -> dict[str, str]:
+    def owners(self) -> dict[GangKey, str]:
         return {g: c.owner for g, c in self.by_group.items()}
-
-    def reservations(self) -> list[tuple[str, Commitment]]:
-        return [(g, c) for g, c in self.by_group.items() if c.remaining > 0]

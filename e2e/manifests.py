@@ -1,0 +1,245 @@
+"""Manifests for end-to-end tests: Nodes, Pods and PodGroups, and scheduler configurations.
+
+Plain dicts as the API server takes them (``apiVersion``, ``kind``, ``metadata``, ``spec``,
+``status``). ``chart_config`` is the KubeSchedulerConfiguration the Helm chart renders;
+``kube_counterpart_config`` the stock kube-scheduler configured to match it. Nothing here talks to
+a cluster (``e2e/helpers.py`` does).
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+TOPOLOGY_ANNOTATION = "ome.io/topology-key"
+SCHEDULER_NAME = "ome-scheduler"
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def unique(prefix: str) -> str:
+    """A short DNS-safe unique name."""
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def domain_key(prefix: str) -> tuple[str, str]:
+    """A unique name for one test's nodes (``<prefix>-<6 hex>``) and its domain label key ``e2e.ome.io/<name>``."""
+    key = unique(prefix)
+    return key, f"e2e.ome.io/{key}"
+
+
+def node(
+    name: str,
+    labels: Mapping[str, str] | None = None,
+    *,
+    gpu: int = 1,
+    cpu: str = "8",
+    memory: str = "32Gi",
+    pods: int = 110,
+    taints: Sequence[Mapping[str, str]] = (),
+    unschedulable: bool = False,
+) -> dict[str, Any]:
+    """A kwok-managed Node object with capacity and allocatable set."""
+    res = {"cpu": cpu, "memory": memory, "pods": str(pods)}
+    if gpu:
+        res["nvidia.com/gpu"] = str(gpu)
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "type": "kwok",
+                **(labels or {}),
+            },
+        },
+        "spec": {"taints": list(taints), "unschedulable": unschedulable},
+        "status": {"capacity": dict(res), "allocatable": dict(res)},
+    }
+
+
+def pod(
+    name: str,
+    ns: str,
+    *,
+    gang: str | None = None,
+    gpu: int = 1,
+    cpu: str | None = None,
+    memory: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    scheduler: str = SCHEDULER_NAME,
+    anti_affinity_on: str | None = None,
+    node_selector: Mapping[str, str] | None = None,
+    node_name: str | None = None,
+    affinity: Mapping[str, Any] | None = None,
+    tolerations: Sequence[Mapping[str, Any]] = (),
+    gates: Sequence[str] = (),
+) -> dict[str, Any]:
+    """A pause pod; ``gang`` sets the pod-group label, ``anti_affinity_on`` a required
+    anti-affinity against pods with the same ``app`` label on that topology key, ``gates``
+    scheduling gates."""
+    lab = {"app": gang or name, **(labels or {})}
+    if gang:
+        lab[POD_GROUP_LABEL] = gang
+    req: dict[str, str] = {}
+    if gpu:
+        req["nvidia.com/gpu"] = str(gpu)
+    if cpu:
+        req["cpu"] = cpu
+    if memory:
+        req["memory"] = memory
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "terminationGracePeriodSeconds": 0,
+        "containers": [
+            {
+                "name": "pause",
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": dict(req), "limits": dict(req)} if req else {},
+            }
+        ],
+    }
+    aff: dict[str, Any] = copy.deepcopy(dict(affinity)) if affinity else {}
+    if anti_affinity_on:
+        aff["podAntiAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": lab["app"]}}, "topologyKey": anti_affinity_on}
+            ]
+        }
+    if aff:
+        spec["affinity"] = aff
+    if node_selector:
+        spec["nodeSelector"] = dict(node_selector)
+    if node_name:
+        spec["nodeName"] = node_name
+    if tolerations:
+        spec["tolerations"] = list(tolerations)
+    if gates:
+        spec["schedulingGates"] = [{"name": g} for g in gates]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns, "labels": lab}, "spec": spec}
+
+
+def pod_group(
+    name: str,
+    ns: str,
+    min_member: int,
+    *,
+    topology_key: str | None = None,
+    timeout: int | None = 300,
+    labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    md: dict[str, Any] = {"name": name, "namespace": ns}
+    if topology_key:
+        md["annotations"] = {TOPOLOGY_ANNOTATION: topology_key}
+    if labels:
+        md["labels"] = dict(labels)
+    spec: dict[str, Any] = {"minMember": min_member}
+    if timeout is not None:
+        spec["scheduleTimeoutSeconds"] = timeout
+    return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": md, "spec": spec}
+
+
+def kube_counterpart_config(
+    scheduler_name: str, kubeconfig: str, *, qps: float | None = None, burst: int | None = None
+) -> dict[str, Any]:
+    """The stock kube-scheduler configured like the chart's profile minus OMEGangPack (it has
+    no gangs): MostAllocated packing on cpu and memory, no preemption, no spread scoring."""
+    conn: dict[str, Any] = {"kubeconfig": kubeconfig}
+    if qps is not None:
+        conn["qps"] = qps
+    if burst is not None:
+        conn["burst"] = burst
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": conn,
+        "leaderElection": {"leaderElect": False},
+        "profiles": [
+            {
+                "schedulerName": scheduler_name,
+                "plugins": {
+                    "multiPoint": {"disabled": [{"name": "DefaultPreemption"}]},
+                    "score": {
+                        "enabled": [{"name": "NodeResourcesFit", "weight": 10}],
+                        "disabled": [{"name": "PodTopologySpread"}],
+                    },
+                },
+                "pluginConfig": [
+                    {
+                        "name": "NodeResourcesFit",
+                        "args": {
+                            "scoringStrategy": {
+                                "type": "MostAllocated",
+                                "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}],
+                            }
+                        },
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def chart_config(
+    *,
+    scheduler_name: str = SCHEDULER_NAME,
+    topology_key: str | None = None,
+    percentage: int | None = None,
+    leader_elect: bool = False,
+    lease_namespace: str = "kube-system",
+    gang_args: Mapping[str, Any] | None = None,
+    fit_resources: Sequence[Mapping[str, Any]] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The KubeSchedulerConfiguration the chart renders with its defaults (spec chart.md §3.3)."""
+    args: dict[str, Any] = {
+        "podGroupTopologyKeyAnnotation": "ome.io/topology-key",
+        "unsupportedPlacementGroupLabel": "ome.io/placement-group",
+        "defaultPermitTimeoutSeconds": 600,
+        "podGroupSyncTimeoutSeconds": 30,
+        "gcIntervalSeconds": 60,
+        "standaloneDomainPacking": True,
+    }
+    if topology_key:
+        args = {"topologyKey": topology_key, **args}
+    args.update(gang_args or {})
+    profile: dict[str, Any] = {"schedulerName": scheduler_name}
+    if percentage is not None:
+        profile["percentageOfNodesToScore"] = percentage
+    profile["plugins"] = {
+        "multiPoint": {"enabled": [{"name": "OMEGangPack"}], "disabled": [{"name": "DefaultPreemption"}]},
+        "score": {
+            "enabled": [{"name": "NodeResourcesFit", "weight": 10}, {"name": "OMEGangPack", "weight": 10}],
+            "disabled": [{"name": "PodTopologySpread"}],
+        },
+    }
+    profile["pluginConfig"] = [
+        {"name": "OMEGangPack", "args": args},
+        {
+            "name": "NodeResourcesFit",
+            "args": {
+                "scoringStrategy": {
+                    "type": "MostAllocated",
+                    "resources": list(fit_resources or [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]),
+                }
+            },
+        },
+    ]
+    cfg: dict[str, Any] = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {
+            "leaderElect": leader_elect,
+            "resourceName": scheduler_name,
+            "resourceNamespace": lease_namespace,
+        },
+        "profiles": [profile],
+    }
+    cfg.update(extra or {})
+    return cfg

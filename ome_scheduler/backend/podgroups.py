@@ -1,0 +1,130 @@
+"""Pod-group state: the PodGroups, the pods that name each one, and where its members sit.
+
+The scheduler-plugins coscheduling plugin keeps the same state in its ``PodGroupManager``
+(``pkg/coscheduling/core/core.go``) over a PodGroup informer and the pod lister. Here it is
+one backend object, filled by the informer event handlers (``eventhandlers.py``) and read by
+plugins through the narrow :class:`~ome_scheduler.framework.interface.PodGroupLister` that
+the Handle exposes:
+
+* PodGroups by :data:`GangKey`, and the decode error of PodGroups that exist but cannot be
+  read (their members then say why in FailedScheduling instead of "not resolvable yet");
+* the gang index: every pod (scheduled or not) whose ``scheduling.x-k8s.io/pod-group`` label
+  names a gang, as the informer last saw it;
+* placed members: bound and assumed pods of a gang with their NodeInfo, from the cache.
+
+Plugins that must react to PodGroup changes beyond the queueing hints (waking members in
+backoff, re-evaluating members waiting at Permit) subscribe with :meth:`subscribe`; the event
+handlers call :meth:`notify` after the queue has seen the event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ome_scheduler.api.scheduling import PodGroup
+from ome_scheduler.backend.cache import SchedulerCache
+from ome_scheduler.framework.types import GangKey, NodeInfo, PodInfo, gang_key
+
+PodGroupListener = Callable[[PodGroup | None, PodGroup | None], None]
+"""``(old, new)``: ``old`` None on add, ``new`` None on delete."""
+
+
+class PodGroupState:
+    """PodGroups, unreadable PodGroups, the gang index and placed members (see module doc)."""
+
+    def __init__(self, cache: SchedulerCache) -> None:
+        self._cache = cache
+        self._groups: dict[GangKey, PodGroup] = {}
+        self._invalid: dict[GangKey, str] = {}
+        self._members: dict[GangKey, dict[str, PodInfo]] = {}
+        self._gang_of_pod: dict[str, GangKey] = {}
+        self._listeners: list[PodGroupListener] = []
+
+    # ---- writes (informer event handlers) ------------------------------------------------
+
+    def add_or_update(self, pg: PodGroup) -> None:
+        """A PodGroup was added or updated (and is readable again if it was not)."""
+        key = gang_key(pg.metadata.namespace, pg.metadata.name)
+        self._groups[key] = pg
+        self._invalid.pop(key, None)
+
+    def delete(self, pg: PodGroup) -> None:
+        """A PodGroup was deleted."""
+        key = gang_key(pg.metadata.namespace, pg.metadata.name)
+        self._groups.pop(key, None)
+        self._invalid.pop(key, None)
+
+    def set_invalid(self, namespace: str, name: str, error: str) -> None:
+        """A PodGroup exists but cannot be decoded: remember why. (The informer then deletes its
+        last readable version through :meth:`delete`.)"""
+        self._invalid[gang_key(namespace, name)] = error
+
+    def index_pod(self, pi: PodInfo) -> None:
+        """Record the latest version of a pod; moves it between gangs when its label changed."""
+        old = self._gang_of_pod.get(pi.key)
+        if old is not None and old != pi.gang_key:
+            self._drop(old, pi.key)
+        if pi.gang:
+            self._members.setdefault(pi.gang_key, {})[pi.key] = pi
+            self._gang_of_pod[pi.key] = pi.gang_key
+        else:
+            self._gang_of_pod.pop(pi.key, None)
+
+    def unindex_pod(self, namespace: str, name: str) -> None:
+        """A pod was deleted: drop it from its gang."""
+        key = f"{namespace}/{name}"
+        gang = self._gang_of_pod.pop(key, None)
+        if gang is not None:
+            self._drop(gang, key)
+
+    def _drop(self, gang: GangKey, key: str) -> None:
+        members = self._members.get(gang)
+        if members is not None:
+            members.pop(key, None)
+            if not members:
+                del self._members[gang]
+
+    def subscribe(self, listener: PodGroupListener) -> None:
+        """Call ``listener(old, new)`` after every PodGroup add, update and delete."""
+        self._listeners.append(listener)
+
+    def notify(self, old: PodGroup | None, new: PodGroup | None) -> None:
+        """Tell the subscribers about one PodGroup change, in subscription order."""
+        for listener in self._listeners:
+            listener(old, new)
+
+    # ---- reads (PodGroupLister) ------------------------------------------------------------
+
+    def get(self, namespace: str, name: str) -> PodGroup | None:
+        """The PodGroup, or None (missing, unreadable, or the CRD is absent)."""
+        return self._groups.get(gang_key(namespace, name))
+
+    def error(self, namespace: str, name: str) -> str | None:
+        """Why an existing PodGroup could not be read (its decode error), or None."""
+        return self._invalid.get(gang_key(namespace, name))
+
+    def members(self, gang: GangKey) -> list[PodInfo]:
+        """Every pod the informer holds whose pod-group label names ``gang`` (any phase)."""
+        return list(self._members.get(gang, {}).values())
+
+    def placed_members(self, gang: GangKey) -> list[tuple[PodInfo, NodeInfo | None]]:
+        """Bound and assumed members with their NodeInfo (None when the Node object is gone)."""
+        out: list[tuple[PodInfo, NodeInfo | None]] = []
+        nodes = self._cache.nodes
+        for key, node in self._cache.placed_members(gang).items():
+            ni = nodes.get(node)
+            pi = ni.pods.get(key) if ni is not None else None
+            if pi is not None:
+                out.append((pi, ni if ni is not None and ni.node is not None else None))
+        return out
+
+    def live_gang_keys(self) -> set[GangKey]:
+        """Gangs with at least one member that is not being deleted."""
+        return {
+            gang
+            for gang, members in self._members.items()
+            if any(p.pod.metadata.deletion_timestamp is None for p in members.values())
+        }
+
+    def __len__(self) -> int:
+        return len(self._groups)

@@ -1,0 +1,218 @@
+"""Informer event handlers: keep the cache, the queue and the pod-group state current.
+
+Mirrors ``pkg/scheduler/eventhandlers.go`` (v1.35.4):
+
+* A pod with a node is *assigned*: it is accounted in the cache (whoever bound it, so other
+  schedulers' pods count against capacity) and may wake pods whose affinity or spread
+  constraints it satisfies. A pod without one that names one of our profiles is queued.
+* A pod this scheduler assumed is left alone until the informer shows it bound (the
+  binding cycle owns it until then).
+* Node and storage changes move the unschedulable pods whose rejector plugins registered
+  the event and whose queueing hint answers Queue (``backend/queue.py``).
+* PodGroups go into the pod-group state; the queue sees the change first, then the
+  plugins that subscribed to PodGroup changes.
+
+Objects that cannot be decoded reach ``on_*_invalid``: the object is reported (a pod of
+ours gets a ``FailedScheduling`` event) and the scheduler goes on with the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Container
+from dataclasses import dataclass
+
+import msgspec
+
+from ome_scheduler.api.core import Namespace, Node, Pod, PodHead
+from ome_scheduler.api.meta import MetaOnly
+from ome_scheduler.api.scheduling import PodGroup
+from ome_scheduler.backend.cache import SchedulerCache
+from ome_scheduler.backend.podgroups import PodGroupState
+from ome_scheduler.backend.queue import SchedulingQueue
+from ome_scheduler.framework.events import (
+    EVENT_ASSIGNED_POD_DELETE,
+    EVENT_NODE_ADD,
+    EVENT_NODE_DELETE,
+    EVENT_UNSCHEDULED_POD_DELETE,
+    POD_GROUP,
+    ActionType,
+    ClusterEvent,
+    node_scheduling_properties_change,
+    pod_scheduling_properties_change,
+)
+from ome_scheduler.framework.interface import EventRecorder
+from ome_scheduler.framework.types import PodInfo, PodKey, pod_key
+from ome_scheduler.framework.waiting_pods import WaitingPod
+
+_POD_HEAD = msgspec.json.Decoder(PodHead)
+_META = msgspec.json.Decoder(MetaOnly)
+
+EVENT_POD_GROUP_ADD = ClusterEvent(POD_GROUP, ActionType.ADD)
+EVENT_POD_GROUP_UPDATE = ClusterEvent(POD_GROUP, ActionType.UPDATE)
+EVENT_POD_GROUP_DELETE = ClusterEvent(POD_GROUP, ActionType.DELETE)
+
+
+@dataclass(kw_only=True)
+class EventHandlers:
+    """The informers' ``on_add``/``on_update``/``on_delete``/``on_invalid`` callbacks.
+
+    Every handler runs synchronously on the event loop, between scheduling cycles, so a cycle
+    never sees a half-applied event. ``pods`` and ``namespaces`` are the scheduler's listers
+    (written here, read by the cycles and the Handle); ``profiles`` the scheduler names this
+    process serves; ``waiting_pod`` finds a pod's Permit wait.
+    """
+
+    cache: SchedulerCache
+    queue: SchedulingQueue
+    pod_groups: PodGroupState
+    pods: dict[str, PodInfo]
+    namespaces: dict[str, Namespace]
+    profiles: Container[str]
+    recorder: EventRecorder | None
+    waiting_pod: Callable[[PodKey], WaitingPod | None]
+
+    def _responsible(self, pod: Pod) -> bool:
+        """``responsibleForPod``: the pod names one of our profiles."""
+        return pod.spec.scheduler_name in self.profiles
+
+    def _ns_labels(self, ns: str) -> dict[str, str]:
+        n = self.namespaces.get(ns)
+        return dict(n.metadata.labels) if n is not None else {}
+
+    def _index(self, pi: PodInfo) -> None:
+        self.pods[pi.key] = pi
+        self.pod_groups.index_pod(pi)
+
+    # ---- pods --------------------------------------------------------------------------
+
+    def on_pod_add(self, pod: Pod) -> None:
+        """``addPodToCache`` for an assigned pod, ``addPodToSchedulingQueue`` for ours."""
+        pi = PodInfo(pod)
+        self._index(pi)
+        if pod.spec.node_name:
+            self.cache.add_pod(pi)
+            self.queue.assigned_pod_added(pod, self._ns_labels(pod.metadata.namespace))
+        elif self._responsible(pod):
+            self.queue.add(pi)
+
+    def on_pod_update(self, old: Pod, new: Pod) -> None:
+        """``updatePodInCache`` / ``updatePodInSchedulingQueue``."""
+        pi = PodInfo(new)
+        self._index(pi)
+        key = pi.pod_key
+        if new.spec.node_name:
+            if not old.spec.node_name:
+                # Bound since we last saw it (by us: this confirms the assumption).
+                self.queue.delete(key)
+                self.cache.add_pod(pi)
+                self.queue.assigned_pod_added(new, self._ns_labels(new.metadata.namespace))
+                return
+            self.cache.update_pod(pi)
+            for ev in pod_scheduling_properties_change(new, old):
+                self.queue.assigned_pod_updated(old, new, ev, self._ns_labels(new.metadata.namespace))
+            return
+        if not self._responsible(new):
+            return
+        if self.cache.is_assumed(key):
+            # Assumed and in its binding cycle: a status patch (nominatedNodeName) must not
+            # put it back in the queue while the Binding is in flight.
+            return
+        self.queue.update(old, pi)
+
+    def on_pod_delete(self, pod: Pod) -> None:
+        """``deletePodFromCache`` / ``deletePodFromSchedulingQueue``: also rejects its Permit wait."""
+        self.pods.pop(f"{pod.metadata.namespace}/{pod.metadata.name}", None)
+        self.pod_groups.unindex_pod(pod.metadata.namespace, pod.metadata.name)
+        key = pod_key(pod.metadata)
+        if pod.spec.node_name and not self.cache.is_assumed(key):
+            self.cache.remove_pod(key)
+            self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, pod, None)
+            return
+        if self._responsible(pod):
+            self.queue.delete(key)
+            wp = self.waiting_pod(key)
+            if wp is not None:
+                wp.reject("", "pod is deleted")
+            self.queue.move_all_to_active_or_backoff(EVENT_UNSCHEDULED_POD_DELETE, pod, None)
+
+    def on_pod_invalid(self, raw: bytes, error: str) -> None:
+        """A pod of ours that cannot be read is not scheduled and says why in an event."""
+        try:
+            head = _POD_HEAD.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return  # not even its name and scheduler are readable
+        if self.recorder is None or head.spec.node_name or head.spec.scheduler_name not in self.profiles:
+            return
+        md = head.metadata
+        self.recorder.event(
+            Pod(metadata=md),
+            controller=head.spec.scheduler_name,
+            type_="Warning",
+            reason="FailedScheduling",
+            action="Scheduling",
+            note=f"pod {md.namespace}/{md.name} cannot be read: {error}",
+        )
+
+    # ---- nodes -------------------------------------------------------------------------
+
+    def on_node_add(self, node: Node) -> None:
+        """``addNodeToCache``: every pod a new node may help is reconsidered."""
+        self.cache.add_or_update_node(node)
+        self.queue.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, node)
+
+    def on_node_update(self, old: Node, new: Node) -> None:
+        """``updateNodeInCache``: one queue move per kind of change (labels, taints, ...)."""
+        self.cache.add_or_update_node(new)
+        for ev in node_scheduling_properties_change(new, old):
+            self.queue.move_all_to_active_or_backoff(ev, old, new)
+
+    def on_node_delete(self, node: Node) -> None:
+        """``deleteNodeFromCache``."""
+        self.cache.remove_node(node.metadata.name)
+        self.queue.move_all_to_active_or_backoff(EVENT_NODE_DELETE, node, None)
+
+    # ---- PodGroups -----------------------------------------------------------------------
+
+    def on_pod_group_add(self, pg: PodGroup) -> None:
+        """A PodGroup appeared: its members may now pass PreFilter."""
+        self.pod_groups.add_or_update(pg)
+        self._pod_group_event(EVENT_POD_GROUP_ADD, None, pg)
+
+    def on_pod_group_update(self, old: PodGroup, new: PodGroup) -> None:
+        """A PodGroup changed (size, timeout, topology key annotation, or status only)."""
+        self.pod_groups.add_or_update(new)
+        self._pod_group_event(EVENT_POD_GROUP_UPDATE, old, new)
+
+    def on_pod_group_delete(self, pg: PodGroup) -> None:
+        """A PodGroup was deleted: its members become "not resolvable" again."""
+        self.pod_groups.delete(pg)
+        self._pod_group_event(EVENT_POD_GROUP_DELETE, pg, None)
+
+    def on_pod_group_invalid(self, raw: bytes, error: str) -> None:
+        """A PodGroup that cannot be read: remember why, so its members' FailedScheduling says so."""
+        try:
+            md = _META.decode(raw).metadata
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return
+        self.pod_groups.set_invalid(md.namespace, md.name, error)
+        # Wake its members (the queueing hint matches the event object's namespace and name) so
+        # their next FailedScheduling says why; the unreadable spec stays out of every cache.
+        self.queue.move_all_to_active_or_backoff(EVENT_POD_GROUP_UPDATE, None, PodGroup(metadata=md))
+
+    def _pod_group_event(self, ev: ClusterEvent, old: PodGroup | None, new: PodGroup | None) -> None:
+        self.queue.move_all_to_active_or_backoff(ev, old, new)
+        self.pod_groups.notify(old, new)
+
+    # ---- namespaces (InterPodAffinity's namespaceSelector) ------------------------------------
+
+    def on_namespace_add(self, ns: Namespace) -> None:
+        """Remember the namespace's labels."""
+        self.namespaces[ns.metadata.name] = ns
+
+    def on_namespace_update(self, old: Namespace, new: Namespace) -> None:
+        """Remember the namespace's new labels."""
+        self.namespaces[new.metadata.name] = new
+
+    def on_namespace_delete(self, ns: Namespace) -> None:
+        """Forget the namespace."""
+        self.namespaces.pop(ns.metadata.name, None)

@@ -1,0 +1,188 @@
+"""Node selection for one pod: PreFilter, Filter, Score and the choice of a host.
+
+Mirrors the part of ``pkg/scheduler/schedule_one.go`` that was ``generic_scheduler.go``
+before 1.23 (``schedulePod``, ``findNodesThatFitPod``, ``findNodesThatPassFilters``,
+``numFeasibleNodesToFind``, ``prioritizeNodes``, ``selectHost``): Filter runs over
+``numFeasibleNodesToFind`` nodes from a rotating start index (the nominated node first);
+Score sums the weighted plugin scores; ties are broken at random. Identical pods share
+node-local answers through the equivalence cache (``framework/equivalence.py``).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from itertools import chain, compress
+
+from ome_scheduler.backend.cache import SchedulerCache
+from ome_scheduler.framework.equivalence import EntryTable, EquivalenceEntry
+from ome_scheduler.framework.interface import CycleState
+from ome_scheduler.framework.runtime import Diagnosis, FitError, Framework
+from ome_scheduler.framework.status import Code, Status
+from ome_scheduler.framework.types import NodeInfo, PodInfo
+from ome_scheduler.logs import enabled, get_logger
+from ome_scheduler.metrics import Metrics
+
+log = get_logger()
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+
+
+class NoNodesAvailable(Exception):
+    """``ErrNoNodesAvailable``: the cluster has no nodes at all."""
+
+    def __str__(self) -> str:
+        return "no nodes available to schedule pods"
+
+
+def num_feasible_nodes_to_find(percentage: int | None, num_all: int) -> int:
+    """``numFeasibleNodesToFind``: how many feasible nodes to look for before scoring.
+
+    All nodes below 100; else ``percentage`` percent (0 or None: adaptive ``50 - n/125``,
+    at least 5%), and at least 100 nodes.
+    """
+    if num_all < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all
+    pct = percentage or 0
+    if pct == 0:
+        pct = max(50 - num_all // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    n = num_all * pct // 100
+    return max(n, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+class GenericScheduler:
+    """Picks a node for one pod against the cache (the cycle's snapshot)."""
+
+    def __init__(self, cache: SchedulerCache, metrics: Metrics) -> None:
+        self.cache = cache
+        self.metrics = metrics
+        self.next_start_node_index = 0
+        """Where the next Filter pass starts, so successive pods spread their search."""
+
+    def schedule_pod(self, fw: Framework, state: CycleState, pi: PodInfo) -> str:
+        """``schedulePod``: the chosen node's name.
+
+        Raises:
+            NoNodesAvailable: the cluster has no nodes.
+            FitError: no node passed PreFilter and Filter.
+            RuntimeError: a plugin returned Error.
+        """
+        all_nodes = self.cache.node_infos()
+        if not all_nodes:
+            raise NoNodesAvailable()
+        diag = Diagnosis()
+        result, st, with_nodes = fw.run_pre_filter(state, pi, all_nodes)
+        diag.unschedulable_plugins = set(with_nodes)
+        if st is not None and not st.is_success():
+            if not st.is_rejected():
+                raise RuntimeError(st.message())
+            diag.node_to_status.absent = st
+            diag.pre_filter_msg = st.message()
+            diag.add_plugin_status(st)
+            raise FitError(pi, len(all_nodes), diag)
+        nominated = pi.pod.status.nominated_node_name
+        if nominated:
+            # ``evaluateNominatedNode``: a node the pod was nominated to (a gang member that
+            # waited at Permit there) is tried alone first.
+            ni = self.cache.get_node_info(nominated)
+            if ni is not None and (result is None or nominated in result):
+                if fw.run_filter(state, pi, ni) is None:
+                    return nominated
+        nodes: Sequence[NodeInfo] = all_nodes
+        if result is not None:
+            nodes = [n for n in (self.cache.get_node_info(name) for name in result) if n is not None]
+            nodes.sort(key=lambda n: n.name)
+            diag.node_to_status.absent = Status.unresolvable(
+                f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(with_nodes))}]"
+            )
+        entries: EntryTable | None = None
+        if result is None and fw.filters_node_local(state):
+            # Only un-narrowed cycles whose Filter plugins are all node-local may share answers
+            # with earlier pods of the same shape (framework/equivalence.py).
+            version = (self.cache.version, fw.cache_version(state, pi))
+            entries = fw.equivalence.entries(pi.shape, version)
+        feasible = self.find_nodes_that_pass_filters(fw, state, pi, diag, nodes, len(all_nodes), entries)
+        if not feasible:
+            raise FitError(pi, len(all_nodes), diag)
+        if len(feasible) == 1 or not fw.has_score_plugins():
+            return feasible[0].name
+        pst = fw.run_pre_score(state, pi, feasible)
+        if pst is not None:
+            raise RuntimeError(pst.message())
+        if entries is not None and fw.scores_node_local(state):
+            totals = fw.run_score_cached(state, pi, feasible, entries)
+        else:
+            totals = fw.run_score(state, pi, feasible)
+        return self.select_host(pi, feasible, totals)
+
+    @staticmethod
+    def select_host(pi: PodInfo, feasible: Sequence[NodeInfo], totals: Sequence[int]) -> str:
+        """``selectHost``: a node with the highest total score, ties broken at random."""
+        best = max(totals)
+        best_i = random.choice(list(compress(range(len(totals)), map(best.__eq__, totals))))
+        if enabled(10):
+            for n, t in zip(feasible, totals, strict=True):
+                log.info("Calculated node's final score for pod", v=10, pod=pi.key, node=n.name, score=t)
+        return feasible[best_i].name
+
+    def find_nodes_that_pass_filters(
+        self,
+        fw: Framework,
+        state: CycleState,
+        pi: PodInfo,
+        diag: Diagnosis,
+        nodes: Sequence[NodeInfo],
+        num_all: int,
+        entries: EntryTable | None = None,
+    ) -> list[NodeInfo]:
+        """``findNodesThatPassFilters``: up to ``numFeasibleNodesToFind`` feasible nodes.
+
+        Rejections go into ``diag`` (each node's status; each distinct plugin/code once in
+        the plugin sets). With ``entries`` a node's Filter answer is reused when its NodeInfo
+        generation is unchanged.
+        """
+        start = time.perf_counter()
+        n = len(nodes)
+        if n == 0:
+            return []
+        to_find = num_feasible_nodes_to_find(fw.percentage_of_nodes_to_score, n)
+        if not fw.has_score_plugins():
+            to_find = 1
+        feasible: list[NodeInfo] = []
+        statuses = diag.node_to_status.statuses
+        last_plugin: str | None = None
+        last_code: Code | None = None
+        idx0 = self.next_start_node_index % n
+        processed = 0
+        run_filter = fw.run_filter
+        for ni in chain(nodes[idx0:], nodes[:idx0]) if idx0 else nodes:
+            processed += 1
+            if entries is None:
+                s = run_filter(state, pi, ni)
+            else:
+                e = entries.get(ni.name)
+                if e is not None and e.generation == ni.generation:
+                    s = e.status
+                else:
+                    s = run_filter(state, pi, ni)
+                    entries[ni.name] = EquivalenceEntry(ni.generation, s)
+            if s is None:
+                feasible.append(ni)
+                if len(feasible) >= to_find:
+                    break
+            else:
+                statuses[ni.name] = s
+                # Runs of nodes fail alike; each distinct (plugin, code) is recorded once.
+                if s.plugin is not last_plugin or s.code is not last_code:
+                    if s.code == Code.ERROR:
+                        raise RuntimeError(s.message())
+                    diag.add_plugin_status(s)
+                    last_plugin, last_code = s.plugin, s.code
+        self.next_start_node_index = (self.next_start_node_index + processed) % max(1, num_all)
+        code = "Success" if feasible else "Unschedulable"
+        self.metrics.framework_extension_point_duration.labels("Filter", code, fw.profile_name).observe(
+            time.perf_counter() - start
+        )
+        return feasible

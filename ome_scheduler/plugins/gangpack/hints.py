@@ -1,0 +1,165 @@
+"""OMEGangPack's queueing hints (``spec/gangpack.md`` §6.2).
+
+Each hint answers, for one pod this plugin rejected (the *target*) and one cluster event,
+whether the event may make the target schedulable (Queue) or not (QueueSkip). They are
+named after what they check, as kube-scheduler's are, and log their verdict at V(5). No
+registration uses the generic Pod Update action, so status churn wakes no gang.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ome_scheduler.api.core import Node, Pod
+from ome_scheduler.api.scheduling import PodGroup
+from ome_scheduler.config.pluginargs import OMEGangPackArgs as GangPackArgs
+from ome_scheduler.framework.events import (
+    POD_GROUP,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    QueueingHint,
+)
+from ome_scheduler.framework.interface import PodGroupLister
+from ome_scheduler.framework.types import POD_GROUP_LABEL
+from ome_scheduler.logs import enabled, get_logger
+from ome_scheduler.plugins.gangpack.gang import same_pod
+
+log = get_logger()
+QUEUE, SKIP = QueueingHint.QUEUE, QueueingHint.QUEUE_SKIP
+
+
+def gang_of(pod: Pod) -> str:
+    """The pod's PodGroup name (``""`` for a standalone pod)."""
+    return pod.metadata.labels.get(POD_GROUP_LABEL, "")
+
+
+def in_same_gang(target: Pod, other: Pod | None) -> bool:
+    """``other`` is a member of the target's gang (same namespace and PodGroup name)."""
+    g = gang_of(target)
+    return (
+        bool(g) and other is not None and other.metadata.namespace == target.metadata.namespace and gang_of(other) == g
+    )
+
+
+def _verdict(hint: str, target: Pod, answer: QueueingHint, why: str) -> QueueingHint:
+    if enabled(5):
+        log.info(
+            "gangpack queueing hint",
+            v=5,
+            hint=hint,
+            pod=f"{target.metadata.namespace}/{target.metadata.name}",
+            queue=answer == QUEUE,
+            reason=why,
+        )
+    return answer
+
+
+class GangHints:
+    """The hint functions, bound to the plugin's arguments and the PodGroup lister."""
+
+    def __init__(self, args: GangPackArgs, pod_groups: PodGroupLister) -> None:
+        self.args = args
+        self.pod_groups = pod_groups
+
+    def events(self) -> list[ClusterEventWithHint[Any]]:
+        """``EventsToRegister``: the seven registrations of §6.2."""
+        node_changes = (
+            ActionType.ADD
+            | ActionType.UPDATE_NODE_ALLOCATABLE
+            | ActionType.UPDATE_NODE_TAINT
+            | ActionType.UPDATE_NODE_CONDITION
+            | ActionType.UPDATE_NODE_LABEL
+        )
+        return [
+            ClusterEventWithHint(ClusterEvent("Pod", ActionType.ADD), self.is_schedulable_after_sibling_added),
+            ClusterEventWithHint(
+                ClusterEvent("Pod", ActionType.UPDATE_POD_LABEL), self.is_schedulable_after_pod_label_change
+            ),
+            ClusterEventWithHint(
+                ClusterEvent("Pod", ActionType.UPDATE_POD_TOLERATION), self.is_schedulable_after_toleration_change
+            ),
+            ClusterEventWithHint(
+                ClusterEvent("Pod", ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
+                self.is_schedulable_after_pod_delete_or_scale_down,
+            ),
+            ClusterEventWithHint(ClusterEvent("Node", node_changes), self.is_schedulable_after_domain_node_change),
+            ClusterEventWithHint(ClusterEvent("Node", ActionType.DELETE), self.is_schedulable_after_domain_node_delete),
+            ClusterEventWithHint(
+                ClusterEvent(POD_GROUP, ActionType.ADD | ActionType.UPDATE | ActionType.DELETE),
+                self.is_schedulable_after_own_pod_group_change,
+            ),
+        ]
+
+    def is_schedulable_after_sibling_added(self, target: Pod, old: Pod | None, new: Pod | None) -> QueueingHint:
+        """Pod Add (assigned pods only): Queue when the added pod is a member of the target's gang."""
+        if in_same_gang(target, new):
+            return _verdict("sibling_added", target, QUEUE, "a gang sibling was placed")
+        return _verdict("sibling_added", target, SKIP, "not a gang sibling")
+
+    def is_schedulable_after_pod_label_change(self, target: Pod, old: Pod | None, new: Pod | None) -> QueueingHint:
+        """UpdatePodLabel: Queue for the target itself, or when a pod joins or leaves its gang."""
+        if new is not None and same_pod(new, target):
+            return _verdict("pod_label_change", target, QUEUE, "the target's own labels changed")
+        if gang_of(target) and (in_same_gang(target, old) or in_same_gang(target, new)):
+            return _verdict("pod_label_change", target, QUEUE, "gang membership changed")
+        return _verdict("pod_label_change", target, SKIP, "unrelated pod")
+
+    def is_schedulable_after_toleration_change(self, target: Pod, old: Pod | None, new: Pod | None) -> QueueingHint:
+        """UpdatePodToleration: Queue for the target itself or a member of its gang."""
+        if new is not None and (same_pod(new, target) or in_same_gang(target, new)):
+            return _verdict("toleration_change", target, QUEUE, "the target or a sibling changed tolerations")
+        return _verdict("toleration_change", target, SKIP, "unrelated pod")
+
+    def is_schedulable_after_pod_delete_or_scale_down(
+        self, target: Pod, old: Pod | None, new: Pod | None
+    ) -> QueueingHint:
+        """Pod Delete / UpdatePodScaleDown: Queue when capacity was freed or a sibling changed."""
+        if new is not None and same_pod(new, target):
+            return _verdict("pod_delete", target, QUEUE, "the target itself shrank")
+        if in_same_gang(target, old) or in_same_gang(target, new):
+            return _verdict("pod_delete", target, QUEUE, "a gang sibling left or shrank")
+        if old is not None and not old.spec.node_name and not old.status.nominated_node_name:
+            return _verdict("pod_delete", target, SKIP, "an unplaced pod frees no capacity")
+        return _verdict("pod_delete", target, QUEUE, "a placed pod freed capacity")
+
+    def _topology_key_for(self, target: Pod) -> str:
+        """§2.3, hint variant: the PodGroup's annotation when it is valid and set, else the fallback."""
+        g = gang_of(target)
+        if g:
+            pg = self.pod_groups.get(target.metadata.namespace, g)
+            ann = self.args.pod_group_topology_key_annotation
+            if pg is not None and (pg.spec.min_member or 0) > 0 and ann and pg.metadata.annotations.get(ann):
+                return pg.metadata.annotations[ann]
+        return self.args.topology_key
+
+    def is_schedulable_after_domain_node_change(self, target: Pod, old: Node | None, new: Node | None) -> QueueingHint:
+        """Node Add/Update: Queue when the old or new node carries the target's topology label."""
+        tk = self._topology_key_for(target)
+        if not tk:
+            return _verdict("domain_node_change", target, QUEUE, "no topology key resolves")
+        has = (old is not None and bool(old.metadata.labels.get(tk))) or (
+            new is not None and bool(new.metadata.labels.get(tk))
+        )
+        if has:
+            return _verdict("domain_node_change", target, QUEUE, f"node in a {tk} domain changed")
+        return _verdict("domain_node_change", target, SKIP, f"node outside every {tk} domain")
+
+    def is_schedulable_after_domain_node_delete(self, target: Pod, old: Node | None, new: Node | None) -> QueueingHint:
+        """Node Delete: Queue when the deleted node carried the target's topology label."""
+        tk = self._topology_key_for(target)
+        if not tk or (old is not None and old.metadata.labels.get(tk)):
+            return _verdict("domain_node_delete", target, QUEUE, "a domain lost a node")
+        return _verdict("domain_node_delete", target, SKIP, f"node outside every {tk} domain")
+
+    def is_schedulable_after_own_pod_group_change(
+        self, target: Pod, old: PodGroup | None, new: PodGroup | None
+    ) -> QueueingHint:
+        """PodGroup Add/Update/Delete: Queue when the event's object is the target's own PodGroup."""
+        g = gang_of(target)
+        if not g:
+            return _verdict("pod_group_change", target, SKIP, "standalone pod")
+        obj = new if new is not None else old
+        if obj is not None and obj.metadata.namespace == target.metadata.namespace and obj.metadata.name == g:
+            return _verdict("pod_group_change", target, QUEUE, "its PodGroup changed")
+        return _verdict("pod_group_change", target, SKIP, "another PodGroup")

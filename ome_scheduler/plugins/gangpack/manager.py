@@ -1,0 +1,416 @@
+"""The gang manager: every gang's pin, and the decisions OMEGangPack's extension points ask for.
+
+Like scheduler-plugins' ``pkg/coscheduling/core/core.go`` (``PodGroupManager``) under the
+thin ``coscheduling.go`` plugin: the state lives here and the framework glue in
+``plugin.py`` only translates. State (``spec/gangpack.md`` §2.6, §2.7):
+
+* the pin store (pins with their reservations, hence the holds);
+* each waiting member's attempt token (so a release rejects exactly that attempt's waiters);
+* the pods parked by a hold (woken when any hold drains or is released);
+* gangs parked because their member templates were incomplete;
+* domains each gang failed in (tried last by the next plan);
+* bind times per gang (bind skew), per-shape room indexes, and the last planned shape per
+  topology key (what the domain gauges count in).
+
+Every method runs on the event loop inside a scheduling cycle or a background task, so no
+lock is needed; a release rejects the attempt's waiters before it returns, so no retry can
+pin again in between (the spec's "callback under the store lock").
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+
+from ome_scheduler.api.core import Pod
+from ome_scheduler.api.scheduling import PodGroup
+from ome_scheduler.config.pluginargs import OMEGangPackArgs as GangPackArgs
+from ome_scheduler.framework.interface import Handle
+from ome_scheduler.framework.status import Status
+from ome_scheduler.framework.types import GangKey, NodeInfo, PodInfo, PodKey, split_gang_key
+from ome_scheduler.framework.waiting_pods import WaitingPod
+from ome_scheduler.logs import enabled, get_logger
+from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, template_signature
+from ome_scheduler.plugins.gangpack.gang import Gang, is_live, same_pod
+from ome_scheduler.plugins.gangpack.metrics import GangMetrics, Trigger, refresh_domain_gauges
+from ome_scheduler.plugins.gangpack.pins import Pin, PinStore
+from ome_scheduler.plugins.gangpack.placement import GangPlanner, RoomIndex
+from ome_scheduler.plugins.gangpack.survey import DomainSurvey
+from ome_scheduler.util.timestamps import parse_rfc3339
+
+log = get_logger()
+
+NAME = "OMEGangPack"
+MAX_INDEXES = 16
+"""Room indexes kept (one per topology key and member shape), least recently used dropped."""
+
+
+class GangManager:
+    """Pins, holds and Permit gates of every gang one OMEGangPack instance schedules."""
+
+    def __init__(self, args: GangPackArgs, handle: Handle, metrics: GangMetrics) -> None:
+        self.args = args
+        self.handle = handle
+        self.metrics = metrics
+        self.pins = PinStore()
+        self.attempt_by_pod: dict[PodKey, int] = {}
+        """Each member at or past Permit -> the token of the pin it was placed under."""
+        self.parked_by_hold: dict[PodKey, Pod] = {}
+        """Pods rejected because of a hold: woken when any hold drains or is released."""
+        self.templates_incomplete: set[GangKey] = set()
+        self.failed: dict[tuple[GangKey, str], set[tuple[str, str]]] = {}
+        """(gang, PodGroup UID) -> (topology key, domain) pairs its last attempts failed in."""
+        self.bind_times: dict[GangKey, list[float]] = {}
+        self.indexes: dict[tuple[str, object, bool], RoomIndex[PodInfo, NodeInfo]] = {}
+        self.shapes: dict[str, PodInfo] = {}
+        """The last gang member planned per topology key: the shape the domain gauges count in."""
+
+    # ---- members and waiters ------------------------------------------------------------
+
+    def live_members(self, gang: GangKey) -> list[PodInfo]:
+        """The gang's pods that are neither deleting nor finished."""
+        return [p for p in self.handle.pod_groups().members(gang) if is_live(p.pod)]
+
+    def waiters(self, gang: GangKey, token: int) -> list[WaitingPod]:
+        """Members of ``gang`` waiting at Permit under the pin with ``token``."""
+        out = []
+        for wp in self.handle.waiting_pods():
+            pi = wp.pod_info
+            if pi.gang and pi.gang_key == gang and self.attempt_by_pod.get(pi.pod_key) == token:
+                out.append(wp)
+        return out
+
+    def activate(self, pods: Iterable[Pod], trigger: Trigger) -> bool:
+        """Move ``pods`` straight to activeQ (§6.1); counted when there is any."""
+        pods = list(pods)
+        if not pods:
+            return False
+        self.handle.activate(pods)
+        self.metrics.activation(trigger)
+        return True
+
+    def wake_parked_by_hold(self) -> None:
+        """A hold drained or was released: every pod it parked is tried again."""
+        pods = list(self.parked_by_hold.values())
+        self.parked_by_hold.clear()
+        self.activate(pods, "reservation_released")
+
+    def park_by_hold(self, pod: PodInfo) -> None:
+        """Remember a pod a hold kept out, to wake it when a hold ends."""
+        self.parked_by_hold[pod.pod_key] = pod.pod
+
+    # ---- releases (§4.3) -----------------------------------------------------------------
+
+    def release(
+        self, gang: GangKey, owner: str, token: int, pod: PodInfo | None, mark_failed: bool, *, unwind: bool = True
+    ) -> bool:
+        """The shared release routine: end the pin (token 0: whatever pin the gang has), reject
+        that attempt's waiters, wake the pods its hold parked, forget ``pod``'s attempt.
+
+        ``mark_failed`` records the domain as failed for the gang's next plan (PostFilter).
+        ``unwind=False`` is the stale-pin replan: product rule 5 makes it reject waiters and
+        wake parked pods like every other release, but it is a pin decision, not an unwind.
+        Returns whether a pin was released.
+        """
+
+        def on_release(pin: Pin) -> None:
+            if mark_failed:
+                self.failed.setdefault((gang, owner), set()).add(pin.domain)
+            for wp in self.waiters(gang, pin.token):
+                wp.reject(NAME, f"gang {gang} unwound after a member failed to schedule")
+
+        released = self.pins.release_if(gang, token, on_release)
+        if released:
+            if unwind:
+                self.metrics.unwind()
+            self.metrics.pinned_groups(len(self.pins))
+            self.wake_parked_by_hold()
+        if pod is not None and token and self.attempt_by_pod.get(pod.pod_key) == token:
+            del self.attempt_by_pod[pod.pod_key]
+        return released
+
+    def forget_missing_gang(self, gang: GangKey) -> None:
+        """The gang's PodGroup is gone: release its pin and forget its failed domains."""
+        pin = self.pins.get(gang)
+        if pin is not None:
+            self.release(gang, pin.owner, 0, None, mark_failed=False)
+        for k in [k for k in self.failed if k[0] == gang]:
+            del self.failed[k]
+
+    # ---- PreFilter: pin_gang (§3.7) --------------------------------------------------------
+
+    def pin_gang(self, pod: PodInfo, gang: Gang, nodes: Sequence[NodeInfo]) -> tuple[Pin, set[str]] | Status:
+        """Follow, adopt or choose the gang's pin; returns the pin and the nodes ``pod`` may
+        use in its domain, or why the member cannot be placed now.
+
+        Work is proportional to the gang and to the nodes that changed since the last plan:
+        placed members come from the cache's per-gang index, and a homogeneous gang's fresh
+        choice bisects a per-shape :class:`RoomIndex` instead of scanning every node.
+        """
+        key, tk = gang.key, gang.topology_key
+        pin = self.pins.get(key)
+        if pin is not None and pin.owner != gang.uid:
+            # The PodGroup was deleted and re-created: the old instance's pin is void.
+            had = bool(self.waiters(key, pin.token))
+            old_owner = pin.owner
+            self.release(key, old_owner, pin.token, None, mark_failed=False)
+            self.failed.pop((key, old_owner), None)
+            if had:
+                return Status.unschedulable(f"released commitment owned by a previous PodGroup instance {key}")
+            pin = None
+        if pin is not None and pin.domain[0] and pin.domain[0] != tk:
+            had = bool(self.waiters(key, pin.token))
+            self.release(key, pin.owner, pin.token, None, mark_failed=False)
+            self.metrics.pin("topology_replan")
+            if had:
+                return Status.unschedulable(f"released commitment after topology key changed for {key}")
+            pin = None
+
+        # §3.2 placement scan: bound and assumed members. A member whose node left the
+        # snapshot is not placed (its capacity is gone with the node).
+        placed_pods = [(p, n) for p, n in self.handle.pod_groups().placed_members(key) if n is not None]
+        count = len(placed_pods)
+        placed = {p.name for p, _ in placed_pods}
+        placed_domains = {n.labels.get(tk, "") for _, n in placed_pods}
+        if "" in placed_domains or len(placed_domains) > 1:
+            return Status.unresolvable(f"gang {key} already has members in multiple topology domains")
+        placed_domain = next(iter(placed_domains), "")
+
+        # §3.3 templates: this member plus every live, unplaced sibling.
+        need = max(1, gang.min_member - count)
+        live = sorted(self.live_members(key), key=lambda p: p.name)
+        templates = [pod] + [
+            p for p in live if p.name != pod.name and not p.pod.spec.node_name and p.name not in placed
+        ]
+        if len(templates) < need:
+            self.templates_incomplete.add(key)
+            return Status.unschedulable(f"waiting for all PodGroup member templates for {key}")
+        if key in self.templates_incomplete:
+            # Siblings parked on the incomplete set are woken once, now that it is complete.
+            self.templates_incomplete.discard(key)
+            if self.activate([p.pod for p in live if not same_pod(p.pod, pod.pod)], "templates_complete"):
+                log.info("gangpack.templates.complete", v=4, gang=key, members=len(templates), need=need)
+
+        # §9 sibling-affinity yield: a member whose required affinity needs a sibling waits for it.
+        sib = self._sibling_to_wait_for(pod, templates[1:], [p.pod for p, _ in placed_pods])
+        if sib is not None:
+            log.info("gangpack.pinGang.sibling_wait", v=4, gang=key, sibling=sib.key)
+            return Status.unschedulable(f"waiting for gang sibling {sib.key} to be placed")
+
+        opn = one_per_node(templates)
+        self.shapes[tk] = pod
+        planner: GangPlanner[PodInfo, NodeInfo] = GangPlanner(
+            templates, need, member_capacity, one_per_node=opn, signature=template_signature
+        )
+        index = self._room_index(tk, pod, opn) if planner.homogeneous else None
+        survey = DomainSurvey(planner, need, tk, nodes, index, self.handle.get_node_info)
+        pinned_domain = pin.domain[1] if pin is not None else ""
+
+        if enabled(4):
+            focus = pinned_domain or placed_domain
+            log.info(
+                "gangpack.pinGang.enter",
+                v=4,
+                gang=key,
+                minMember=gang.min_member,
+                topologyKey=tk,
+                pinned=pin is not None,
+                pinnedDomain=pinned_domain,
+                nodesInPinnedDomain=len(survey.nodes_of(pinned_domain)) if pin is not None else 0,
+                boundDomain=placed_domain,
+                boundCount=count,
+                freePinnedDomain=survey.room(pinned_domain) if pin is not None else 0,
+                freeByDomain={focus: survey.room(focus)} if focus else survey.rooms(),
+            )
+
+        if pin is not None and (
+            survey.plan(pinned_domain) is None or (count == 0 and survey.room(pinned_domain) < need)
+        ):
+            # Stale pin: its domain vanished, or shrank below the gang before any member
+            # was placed. Re-plan from scratch (a pin decision, not an unwind).
+            self.release(key, gang.uid, pin.token, None, mark_failed=False, unwind=False)
+            self.metrics.pin("stale_replan")
+            log.info("gangpack.pinGang.stale_replan", v=4, gang=key, releasedDomain=pinned_domain)
+            pin = None
+
+        if pin is not None and count > 0 and survey.room(pinned_domain) < need:
+            msg = f"pinned domain {pinned_domain} cannot fit all remaining gang members {key}"
+            log.info("gangpack.pinGang.no_fit", v=4, gang=key, status=msg)
+            return Status.unschedulable(msg)
+
+        if pin is None:
+            if count > 0:
+                # Rule 7: members already bound or assumed decide the domain (adoption).
+                pin = self.pins.set_reservation(
+                    key,
+                    gang.uid,
+                    tk,
+                    placed_domain,
+                    max(0, gang.min_member - count),
+                    survey.node_names_of(placed_domain),
+                )
+                self.metrics.pin("adopted")
+                self.metrics.pinned_groups(len(self.pins))
+                if survey.room(placed_domain) < need:
+                    msg = f"adopted domain {placed_domain} cannot fit remaining gang members {key}"
+                    log.info("gangpack.pinGang.no_fit", v=4, gang=key, status=msg)
+                    return Status.unschedulable(msg)
+            else:
+                chosen = self._choose(gang, pod, survey)
+                if isinstance(chosen, Status):
+                    log.info("gangpack.pinGang.no_fit", v=4, gang=key, status=chosen.message())
+                    return chosen
+                pin = chosen
+        domain = pin.domain[1]
+        p = survey.plan(domain)
+        cands = planner.candidates(p) if p is not None else []
+        if not cands:
+            return Status.unschedulable(f"pinned domain {domain} has no node feasible for gang member {key}")
+        log.info("gangpack.pinGang.result", v=4, gang=key, domain=domain, narrowedNodes=len(cands))
+        return pin, {n.name for n in cands}
+
+    def _choose(self, gang: Gang, pod: PodInfo, survey: DomainSurvey) -> Pin | Status:
+        """A fresh pin: best fit (rule 2) skipping held domains, failed domains tried last."""
+        key, tk = gang.key, gang.topology_key
+        pins = self.pins
+        failed = self.failed.get((key, gang.uid), set())
+
+        def held(d: str) -> bool:
+            if pins.reserved.get((tk, d), 0) > 0:
+                return True
+            # A domain under another key that shares a physical node with a hold is held too.
+            return bool(pins.reserved_nodes) and any(pins.reserved_nodes.get(n, 0) > 0 for n in survey.node_names_of(d))
+
+        d = survey.best_fit(lambda x: held(x) or (tk, x) in failed)
+        if d is None and failed:
+            self.failed.pop((key, gang.uid), None)
+            d = survey.best_fit(held)
+        if d is None:
+            if survey.best_fit(lambda _: False) is not None:
+                self.metrics.pin("reserved")
+                self.park_by_hold(pod)  # woken when a hold drains or is released
+                return Status.unschedulable(
+                    f"no domain has room for gang {key}: every fitting domain is reserved for a forming gang"
+                )
+            self.metrics.pin("no_fit")
+            return Status.unschedulable(f"no domain has room for gang {key}")
+        pin = pins.choose(key, gang.uid, tk, d, survey.node_names_of(d), survey.need)
+        self.metrics.pin("pinned")
+        self.metrics.pinned_groups(len(self.pins))
+        return pin
+
+    def _sibling_to_wait_for(self, pod: PodInfo, siblings: Sequence[PodInfo], placed: Sequence[Pod]) -> PodInfo | None:
+        """§9: the first unplaced sibling a required pod-affinity term of ``pod`` waits for."""
+        terms = pod.required_affinity_terms
+        if not terms:
+            return None
+        ns = self.handle.namespace(pod.namespace)
+        ns_labels = dict(ns.metadata.labels) if ns is not None else {}
+        for t in terms:
+            if t.matches(pod.pod, ns_labels):
+                continue
+            if any(t.matches(p, ns_labels) for p in placed):
+                continue
+            for s in siblings:
+                if not same_pod(s.pod, pod.pod) and t.matches(s.pod, ns_labels):
+                    return s
+        return None
+
+    def _room_index(self, tk: str, shape: PodInfo, opn: bool) -> RoomIndex[PodInfo, NodeInfo]:
+        """The per-(key, member shape) room index, brought up to date with the cache's changes."""
+        k = (tk, template_signature(shape), opn)
+        idx = self.indexes.pop(k, None)
+        if idx is None:
+            idx = RoomIndex(shape, member_capacity, lambda n: n.labels.get(tk, ""), lambda n: n.name, one_per_node=opn)
+        self.indexes[k] = idx  # most recently used last
+        while len(self.indexes) > MAX_INDEXES:
+            self.indexes.pop(next(iter(self.indexes)))
+        cursor, changed = self.handle.node_changes(idx.cursor)
+        if changed is None:
+            idx.rebuild(self.handle.node_infos())
+        elif changed:
+            idx.refresh({name: self.handle.get_node_info(name) for name in changed})
+        idx.cursor = cursor
+        return idx
+
+    # ---- Reserve, Permit, PostBind --------------------------------------------------------
+
+    def reserve(self, gang: Gang, token: int) -> None:
+        """Drain one reservation slot; a drained pin ends its hold and wakes the pods it parked."""
+        _, drained = self.pins.place_if(gang.key, token)
+        if drained:
+            self.failed.pop((gang.key, gang.uid), None)
+            self.wake_parked_by_hold()
+
+    def permit(self, pod: PodInfo, gang: Gang, token: int) -> bool:
+        """§4.1: record the attempt, wake the gang, and admit every waiter once the pin is
+        drained. Returns True when the gate is open (this member proceeds), False to wait."""
+        self.attempt_by_pod[pod.pod_key] = token
+        self.activate([p.pod for p in self.live_members(gang.key)], "permit")
+        if not self.pins.is_drained(gang.key, token):
+            self.metrics.gate("wait")
+            return False
+        for wp in self.waiters(gang.key, token):
+            wp.allow(NAME)
+        self.metrics.gate("admit")
+        return True
+
+    def post_bind(self, pod: PodInfo, gang: Gang | None) -> None:
+        """Forget the member's attempt; when the gang's last member binds, observe its skew."""
+        self.attempt_by_pod.pop(pod.pod_key, None)
+        self.parked_by_hold.pop(pod.pod_key, None)
+        if gang is None:
+            return
+        times = self.bind_times.setdefault(gang.key, [])
+        times.append(time.monotonic())
+        if len(times) == gang.min_member:
+            self.metrics.bind_skew(times[-1] - times[0])
+            created = [p.pod.metadata.creation_timestamp for p in self.live_members(gang.key)]
+            last = max((c for c in created if c), default=None)
+            if last is not None:
+                self.metrics.scheduling_duration(max(0.0, time.time() - parse_rfc3339(last)))
+
+    # ---- PodGroup changes, GC, gauges ------------------------------------------------------
+
+    def on_pod_group_change(self, old: PodGroup | None, new: PodGroup | None) -> None:
+        """A PodGroup was added, changed or deleted: wake its unbound members (``podgroup_change``).
+
+        Updates that change nothing the plugin reads (status only) wake nobody.
+        """
+        pg = new or old
+        if pg is None:
+            return
+        if (
+            old is not None
+            and new is not None
+            and old.spec == new.spec
+            and old.metadata.uid == new.metadata.uid
+            and old.metadata.annotations == new.metadata.annotations
+            and old.metadata.labels == new.metadata.labels
+        ):
+            return
+        members = self.live_members(GangKey(f"{pg.metadata.namespace}/{pg.metadata.name}"))
+        self.activate([p.pod for p in members if not p.pod.spec.node_name], "podgroup_change")
+
+    def gc(self) -> None:
+        """§7: release pins of gangs with no live pod, or whose PodGroup is gone or re-created."""
+        live = self.handle.pod_groups().live_gang_keys()
+        for key in list(self.templates_incomplete):
+            if key not in live or split_gang_key(key) is None:
+                self.templates_incomplete.discard(key)
+        for key in list(self.bind_times):
+            if key not in live:
+                del self.bind_times[key]
+        for key, owner in self.pins.owners().items():
+            stale = key not in live
+            if not stale and owner:
+                parts = split_gang_key(key)
+                pg = self.handle.pod_groups().get(*parts) if parts else None
+                stale = pg is None or pg.metadata.uid != owner
+            if stale and self.release(key, owner, 0, None, mark_failed=False):
+                self.failed.pop((key, owner), None)
+
+    def refresh_domain_gauges(self) -> None:
+        """The ``ome_scheduler_domain_*`` gauges for every topology key in use."""
+        keys = set(self.shapes) | ({self.args.topology_key} if self.args.topology_key else set())
+        refresh_domain_gauges(self.metrics.m, self.handle.node_infos(), sorted(keys), self.shapes)

@@ -1,0 +1,283 @@
+"""The scheduling cycle and the binding cycle of one pod.
+
+Mirrors ``pkg/scheduler/schedule_one.go`` (v1.35.4):
+
+* :meth:`ScheduleOne.scheduling_cycle` picks a node (``generic_scheduler.py``: PreFilter,
+  Filter, Score), runs PostFilter on failure, then assumes the pod and runs Reserve and
+  Permit. All of it is synchronous on the event loop, so the cache itself is the cycle's
+  snapshot: no informer event can land between PreFilter and Permit.
+* :meth:`ScheduleOne.binding_cycle` (a task per pod) waits at Permit, runs PreBind and Bind,
+  records the ``Scheduled`` event ``Successfully assigned {ns}/{pod} to {node}`` and runs
+  PostBind.
+* :meth:`ScheduleOne.handle_scheduling_failure` records ``FailedScheduling`` with the
+  FitError text, sets ``PodScheduled=False`` (reason ``Unschedulable`` or ``SchedulerError``)
+  and requeues the pod; :meth:`ScheduleOne.handle_binding_cycle_error` first un-reserves the
+  pod and forgets its assumption.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import anyio
+
+from ome_scheduler.backend.cache import SchedulerCache
+from ome_scheduler.backend.queue import SchedulingQueue
+from ome_scheduler.framework.events import EVENT_ASSIGNED_POD_DELETE
+from ome_scheduler.framework.interface import CycleState, EventRecorder
+from ome_scheduler.framework.runtime import Diagnosis, FitError, Framework
+from ome_scheduler.framework.status import Code, Status
+from ome_scheduler.framework.types import PodInfo, QueuedPodInfo
+from ome_scheduler.generic_scheduler import GenericScheduler, NoNodesAvailable
+from ome_scheduler.logs import get_logger
+from ome_scheduler.metrics import Metrics
+
+log = get_logger()
+
+PLUGIN_METRICS_SAMPLE_PERCENT = 10
+"""Share of cycles whose per-plugin durations are observed (kube-scheduler's pluginMetricsSamplePercent)."""
+
+
+@dataclass(kw_only=True)
+class ScheduleOne:
+    """Runs each popped pod through its profile's framework and binds it in the background.
+
+    ``frameworks`` by scheduler name; ``pods`` the informer's latest PodInfo by
+    ``namespace/name`` (a failed pod is requeued with its latest version).
+    """
+
+    cache: SchedulerCache
+    queue: SchedulingQueue
+    frameworks: Mapping[str, Framework]
+    pods: Mapping[str, PodInfo]
+    recorder: EventRecorder
+    metrics: Metrics
+    binding_tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
+
+    def __post_init__(self) -> None:
+        self.algorithm = GenericScheduler(self.cache, self.metrics)
+
+    def schedule_one(self, q: QueuedPodInfo) -> None:
+        """``ScheduleOne``: one scheduling cycle; on success a binding-cycle task is started."""
+        pi = q.pod_info
+        fw = self.frameworks.get(pi.pod.spec.scheduler_name)
+        if fw is None:
+            self.queue.done(pi.pod_key)
+            return
+        live = self.pods.get(pi.key)
+        if live is not None and live.uid == pi.uid:
+            pi = q.pod_info = live  # the informer's latest version of this pod
+        if pi.pod.metadata.deletion_timestamp is not None:
+            self.recorder.event(
+                pi.pod,
+                controller=fw.profile_name,
+                type_="Warning",
+                reason="FailedScheduling",
+                action="Scheduling",
+                note=f"skip schedule deleting pod: {pi.namespace}/{pi.name}",
+            )
+            self.queue.done(pi.pod_key)
+            return
+        if self.cache.is_assumed(pi.pod_key) or pi.pod.spec.node_name:
+            self.queue.done(pi.pod_key)  # already on its way to a node (``skipPodSchedule``)
+            return
+        start = time.perf_counter()
+        state = CycleState()
+        state.record_plugin_metrics = random.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT
+        placed = self.scheduling_cycle(fw, state, q, start)
+        if placed is None:
+            return
+        assumed, host = placed
+        task = asyncio.get_running_loop().create_task(self.binding_cycle(fw, state, q, assumed, host, start))
+        self.binding_tasks.add(task)
+        task.add_done_callback(self.binding_tasks.discard)
+
+    def scheduling_cycle(
+        self, fw: Framework, state: CycleState, q: QueuedPodInfo, start: float
+    ) -> tuple[PodInfo, str] | None:
+        """``schedulingCycle``: pick a node, assume the pod there, Reserve and Permit.
+
+        Returns (the assumed PodInfo, node name), or None after handling the failure.
+        """
+        pi = q.pod_info
+        try:
+            host = self.algorithm.schedule_pod(fw, state, pi)
+        except FitError as fe:
+            self.metrics.scheduling_algorithm_duration.observe(time.perf_counter() - start)
+            if fw.post_filter_plugins:
+                st = fw.run_post_filter(state, pi, fe.diagnosis.node_to_status)
+                fe.diagnosis.post_filter_msg = st.message()
+            self.handle_scheduling_failure(fw, q, Status(Code.UNSCHEDULABLE), start, fit_error=fe)
+            return None
+        except NoNodesAvailable as exc:
+            self.handle_scheduling_failure(fw, q, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, str(exc)), start)
+            return None
+        except Exception as exc:
+            log.error("error selecting node for pod", pod=pi.key, error=repr(exc))
+            self.handle_scheduling_failure(fw, q, Status.as_error(exc), start)
+            return None
+        self.metrics.scheduling_algorithm_duration.observe(time.perf_counter() - start)
+        assumed = pi.with_node(host)
+        try:
+            self.cache.assume_pod(assumed, host)
+        except ValueError as exc:
+            self.handle_scheduling_failure(fw, q, Status.as_error(exc), start)
+            return None
+        rst = fw.run_reserve(state, assumed, host)
+        if rst is not None:
+            fw.run_unreserve(state, assumed, host)
+            self.cache.forget_pod(assumed.pod_key)
+            self.handle_scheduling_failure(fw, q, rst, start, rejected_on=host)
+            return None
+        pst = fw.run_permit(state, assumed, host)
+        if pst is not None and not pst.is_wait():
+            fw.run_unreserve(state, assumed, host)
+            self.cache.forget_pod(assumed.pod_key)
+            self.handle_scheduling_failure(fw, q, pst, start, rejected_on=host)
+            return None
+        return assumed, host
+
+    async def binding_cycle(
+        self, fw: Framework, state: CycleState, q: QueuedPodInfo, assumed: PodInfo, host: str, start: float
+    ) -> None:
+        """``bindingCycle``: wait at Permit, PreBind, Bind, the ``Scheduled`` event, PostBind."""
+        try:
+            wp = fw.waiting_pods.get(assumed.pod_key)
+            if wp is not None:
+                # NominatedNodeNameForExpectation: show where the waiting pod is about to go.
+                await self.recorder.nominate(q.pod, host, abandon=wp.settled)
+                st = await fw.wait_on_permit(assumed)
+                if st is not None:
+                    fit_error = None
+                    if st.is_rejected():
+                        diag = Diagnosis()
+                        diag.node_to_status.set(host, st)
+                        diag.unschedulable_plugins = {st.plugin} if st.plugin else set()
+                        fit_error = FitError(assumed, 1, diag)
+                        st = Status(st.code)
+                    self.handle_binding_cycle_error(fw, state, q, assumed, host, start, st, fit_error)
+                    return
+            # Past Permit, no failure can make the pod "unschedulable" any more (PreBind and Bind
+            # failures are errors), so the queue stops recording cluster events for it.
+            self.queue.done(assumed.pod_key)
+            st = await fw.run_pre_bind(state, assumed, host)
+            if st is None:
+                st = await fw.run_bind(state, assumed, host)
+            if st is not None and not st.is_success():
+                log.info("Failed to bind pod", v=1, pod=assumed.key, error=st.message())
+                self.handle_binding_cycle_error(fw, state, q, assumed, host, start, st, None)
+                return
+            self.recorder.event(
+                assumed.pod,
+                controller=fw.profile_name,
+                type_="Normal",
+                reason="Scheduled",
+                action="Binding",
+                note=f"Successfully assigned {assumed.namespace}/{assumed.name} to {host}",
+            )
+            log.info("Successfully bound pod to node", v=2, pod=assumed.key, node=host)
+            self._observe_scheduled(fw, q, time.perf_counter() - start)
+            fw.run_post_bind(state, assumed, host)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.error("binding cycle failed", pod=assumed.key, error=repr(exc))
+            self.handle_binding_cycle_error(fw, state, q, assumed, host, start, Status.as_error(exc), None)
+
+    def _observe_scheduled(self, fw: Framework, q: QueuedPodInfo, elapsed: float) -> None:
+        m = self.metrics
+        m.schedule_attempts.labels("scheduled", fw.profile_name).inc()
+        m.scheduling_attempt_duration.labels("scheduled", fw.profile_name).observe(elapsed)
+        m.pod_scheduling_attempts.observe(q.attempts)
+        if q.initial_attempt_timestamp is not None:
+            label = "15+" if q.attempts >= 15 else str(q.attempts)
+            m.pod_scheduling_sli_duration.labels(label).observe(time.time() - q.initial_attempt_timestamp)
+
+    def handle_binding_cycle_error(
+        self,
+        fw: Framework,
+        state: CycleState,
+        q: QueuedPodInfo,
+        assumed: PodInfo,
+        host: str,
+        start: float,
+        st: Status,
+        fit_error: FitError | None,
+    ) -> None:
+        """``handleBindingCycleError``: unreserve, forget the assumption, wake others, requeue."""
+        key = assumed.pod_key
+        fw.run_unreserve(state, assumed, host)
+        if self.cache.forget_pod(key):
+            # The capacity it held is free again: pods that failed for lack of it may fit now
+            # (upstream sends an AssignedPodDelete-like move, skipping this very pod).
+            self.queue.move_all_to_active_or_backoff(
+                EVENT_ASSIGNED_POD_DELETE,
+                assumed.pod,
+                None,
+                precheck=lambda other: other.pod_info.pod_key != key,
+            )
+        self.handle_scheduling_failure(fw, q, st, start, fit_error=fit_error)
+
+    def handle_scheduling_failure(
+        self,
+        fw: Framework,
+        q: QueuedPodInfo,
+        st: Status,
+        start: float,
+        *,
+        fit_error: FitError | None = None,
+        rejected_on: str | None = None,
+    ) -> None:
+        """``handleSchedulingFailure``: metrics, requeue, FailedScheduling event, condition.
+
+        ``rejected_on`` names the node of a pod rejected after a node was chosen (Reserve or
+        Permit), so its message reads ``0/1 nodes are available: ...`` like upstream's.
+        """
+        pi = q.pod_info
+        if rejected_on is not None and st.is_rejected() and fit_error is None:
+            diag = Diagnosis()
+            diag.node_to_status.set(rejected_on, st)
+            diag.add_plugin_status(st)
+            fit_error = FitError(pi, 1, diag)
+        rejected = fit_error is not None or st.is_rejected()
+        reason = "Unschedulable" if rejected else "SchedulerError"
+        result = "unschedulable" if rejected else "error"
+        elapsed = time.perf_counter() - start
+        self.metrics.schedule_attempts.labels(result, fw.profile_name).inc()
+        self.metrics.scheduling_attempt_duration.labels(result, fw.profile_name).observe(elapsed)
+        if fit_error is not None:
+            q.unschedulable_plugins = set(fit_error.diagnosis.unschedulable_plugins)
+            q.pending_plugins = set(fit_error.diagnosis.pending_plugins)
+            msg = str(fit_error)
+        else:
+            q.unschedulable_plugins = {st.plugin} if st.is_rejected() and st.plugin else set()
+            q.pending_plugins = set()
+            msg = st.message()
+        log.info(
+            "Unable to schedule pod; no fit; waiting" if rejected else "Error scheduling pod; retrying",
+            v=2,
+            pod=pi.key,
+            err=msg,
+        )
+        live = self.pods.get(pi.key)
+        if live is None or live.uid != pi.uid or live.pod.spec.node_name:
+            # Deleted, re-created under the same name, or bound meanwhile: nothing to requeue.
+            self.queue.done(pi.pod_key)
+        else:
+            q.pod_info = live
+            self.queue.add_unschedulable_if_not_present(q)
+        pod = live.pod if live is not None else pi.pod
+        self.recorder.event(
+            pod, controller=fw.profile_name, type_="Warning", reason="FailedScheduling", action="Scheduling", note=msg
+        )
+        self.recorder.pod_scheduled_false(pod, reason, msg)
+
+    async def drain(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for in-flight binding cycles."""
+        if self.binding_tasks:
+            with anyio.move_on_after(timeout):
+                await asyncio.wait(list(self.binding_tasks))  # waiting cancels no binding

@@ -1,0 +1,364 @@
+"""The Recorder against a real HTTP server playing kube-apiserver's events and pod status.
+
+Mirrors client-go's ``tools/events`` (``events.k8s.io/v1`` events; an isomorphic repeat within
+6 minutes becomes a series) and ``updatePod`` in ``pkg/scheduler/schedule_one.go`` (the
+``PodScheduled`` condition is patched only when it changes, keeping ``lastTransitionTime``
+while the status stays the same).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+import pytest
+
+from ome_scheduler.api.core import Pod
+from ome_scheduler.kube import recorder as recorder_module
+from ome_scheduler.kube.client import hostname
+from ome_scheduler.kube.recorder import Recorder, truncate_message
+from ome_scheduler.util.timestamps import parse_rfc3339
+from tests.apiserver import FakeApiServer
+
+EVENTS = "/apis/events.k8s.io/v1/namespaces/ns/events"
+STATUS = "/api/v1/namespaces/ns/pods/p/status"
+SMP = "application/strategic-merge-patch+json"
+
+
+def make_pod(
+    rv: str = "7",
+    *,
+    conditions: list[dict[str, Any]] | None = None,
+    nominated: str = "",
+    generation: int = 0,
+) -> Pod:
+    raw: dict[str, Any] = {
+        "metadata": {"name": "p", "namespace": "ns", "uid": "uid-p", "resourceVersion": rv, "generation": generation},
+        "spec": {"schedulerName": "ome-scheduler", "containers": [{"name": "c"}]},
+        "status": {"conditions": conditions or [], "nominatedNodeName": nominated},
+    }
+    return msgspec.convert(raw, Pod)
+
+
+def failed(
+    rec: Recorder, pod: Pod, note: str = "0/4 nodes are available", reason: str = "FailedScheduling", **kw: Any
+) -> None:
+    kw.setdefault("type_", "Warning")
+    rec.event(pod, controller="ome-scheduler", reason=reason, action="Scheduling", note=note, **kw)
+
+
+def run(main: Callable[[FakeApiServer, Recorder], Awaitable[None]], **kw: Any) -> None:
+    async def wrapper() -> None:
+        async with FakeApiServer() as api:
+            rec = Recorder(api.client(), **kw)
+            await main(api, rec)
+            await rec.drain()
+
+    asyncio.run(wrapper())
+
+
+# ---- events ------------------------------------------------------------------------------
+
+
+def test_event_body_names_the_controller_instance_and_the_pod() -> None:
+    async def main(api: FakeApiServer, rec: Recorder) -> None:
+        t0 = time.time()
+        failed(rec, make_pod(), note="0/4 nodes are available: 4 Insufficient nvidia.com/gpu.")
+        await rec.drain()
+        (post,) = api.requests
+        assert (post.method, post.path, post.content_type) == ("POST", EVENTS, "application/json")
+        ev = post.body
+        assert ev["apiVersion"] == "events.k8s.io/v1" and ev["kind"] == "Event"
+        assert ev["metadata"]["namespace"] == "ns"
+        assert ev["metadata"]["name"].startswith("p.")
+        assert ev["reportingController"] == "ome-scheduler"
+        assert ev["reportingInstance"] == f"ome-scheduler-{hostname()}"
+        assert (ev["type"], ev["reason"], ev["action"]) == ("Warning", "FailedScheduling", "Scheduling")
+        assert ev["note"] == "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
+        assert ev["regarding"] == {
+            "kind": "Pod",
+            "namespace": "ns",
+            "name": "p",
+            "uid": "uid-p",
+            "apiVersion": "v1",
+            "resourceVersion": "7",
+        }
+        assert "series" not in ev
+        assert ev["eventTime"].endswith("Z") and len(ev["eventTime"].split(".")[1]) == 7  # MicroTime
+        assert t0 - 1 <= parse_rfc3339(ev["eventTime"]) <= time.time() + 1
+        assert list(api.events) == [f"ns/{ev['metadata']['name']}"]
+
+    run(main)
+
+
+def test_note_is_truncated_to_1024_bytes_with_an_ellipsis() -> None:
+    exact = "x" * 1024
+    assert truncate_message(exact) == exact
+    long = "y" * 1000 + "z" * 1000
+    cut = truncate_message(long)
+    assert len(cut.encode()) == 1024
+    assert cut == "y" * 1000 + "z" * 20 + " ..."
+
+    async def main(api: FakeApiServer, rec: Recorder) -> None:
+        failed(rec, make_pod(), note=long)
+        await rec.drain()
+        assert api.requests[0].body["note"] == cut
+
+    run(main)
+
+
+def test_multibyte_note_is_cut_by_bytes_on_a_character_boundary() -> None:
+    """kube-apiserver rejects a note over 1024 *bytes*; the cut must not split a character."""
+    note = "é" * 600  # 1200 bytes, 600 characters
+    cut = truncate_message(note)
+    assert len(cut.encode()) <= 1024
+    assert cut.endswith(" ...")
+    assert cut == "é" * 510 + " ..."
+    assert truncate_message("é" * 512) == "é" * 512  # exactly 1024 bytes stays
+
+
+def test_a_repeat_becomes_one_series_patch_and_later_repeats_send_nothing() -> None:
+    async def main(api: FakeApiServer, rec: Recorder) -> None:
+        pod = make_pod()
+        failed(rec, pod)
+        await rec.drain()
+        name = api.requests[0].body["metadata"]["name"]
+        failed(rec, pod, note="a different note is still the same event")
+        await rec.drain()
+        assert len(api.requests) == 2
+        patch = api.requests[1]
+        assert (patch.method, patch.path) == ("PATCH", f"{EVENTS}/{name}")
+        assert patch.content_type == "application/merge-patch+json"
+        assert set(patch.body) == {"series"}
+        assert patch.body["series"]["count"] == 2
+        assert abs(parse_rfc3339(patch.body["series"]["lastObservedTime"]) - time.time()) < 5
+        for _ in range(5):
+            failed(rec, pod)
+        await rec.drain()
+        assert len(api.requests) == 2
+        stored = api.events[f"ns/{name}"]
+        assert stored["series"]["count"] == 2 and stored["note"] == "0/4 nodes are available"
+
+    run(main)
+
+
+def test_events_that_differ_in_key_fields_are_separate_events() -> None:
+    async def main(api: FakeApiServer, rec: Recorder) -> None:
+        failed(rec, make_pod("7"))
+        failed(rec, make_pod("8"))  # the pod changed: another resourceVersion
+        failed(rec, make_pod("7"), reason="Preempted")
+        failed(rec, make_pod("7"), type_="Normal")
+        rec.event(make_pod("7"), controller="other-scheduler", type_="Warning", reason="FailedScheduling",
+                  action="Scheduling", note="x")  # fmt: skip
+        await rec.drain()
+        assert [r.method for r in api.requests] == ["POST"] * 5
+        assert len({r.body["metadata"]["name"] for r in api.requests}) == 5
+        assert api.requests[4].body["reportingInstance"] == f"other-scheduler-{hostname()}"
+
+    run(main)
+
+
+class _Clock:
+    """Stands in for the ``time`` module inside the recorder: wall time plus an offset."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def time(self) -> float:
+        return time.time() + self.offset
+
+    def time_ns(self) -> int:
+        return time.time_ns() + int(self.offset * 1e9)
+
+
+def test_a_repeat_after_six_minutes_is_a_new_event(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = _Clock()
+    monkeypatch.setattr(recorder_module, "time", clock)
+
+    async def main(api: FakeApiServer, rec: Recorder) -> None:
+        pod = make_pod()
+        failed(rec, pod)
+        await rec.drain()
+        clock.offset = 5 * 60.0
+        failed(rec, pod)  # within 6 minutes: the series
+        await rec.drain()
+        clock.offset = 6 * 60.0 + 1
+        failed(rec, pod)  # the first event is finished: a new one
+        await rec.drain()
+        assert [r.method for r in api.requests] == ["POST", "PATCH", "POST"]
+        first, second = api.requests[0].body, api.requests[2].body
+        assert first["metadata"]["name"] != second["metadata"]["name"]
+        failed(rec, pod)  # and the new one has its own series
+        await rec.drain()
+        assert (api.requests[3].method, api.requests[3].path) == ("PATCH", f"{EVENTS}/{second['metadata']['name']}")
+
+    run(main)
+
+
+def test_a_series_patch_that_finds_no_event_creates_it() -> None:
+    """client-go's recordEvent: a series PATCH answered 404 falls back to a create (here the
+    repeat overtook the first event's POST, which then finds it already exists)."""
+
+    async def main(api: FakeApiServer, rec: Recorder) -> None:
+        pod = make_pod()
+        held = api.hold("POST", EVENTS)
+        failed(rec, pod)
+        await asyncio.wait_for(held.arrived.wait(), 5)
+        failed(rec, pod)
+        for _ in range(100):
+            if api.events:
+                break
+            await asyncio.sleep(0.02)
+        held.release.set()
+        await rec.drain()
+        (stored,) = api.events.values()
+        assert stored["series"]["count"] == 2
+        assert [r.method for r in api.requests] == ["POST", "PATCH", "POST"]
+
+    run(main)
+
+
+def test_rejected_events_are_not_retried() -> None:
+    async def main(api: FakeApiServer, rec: Recorder) -> None:
+        api.fail("POST", EVENTS, 403)
+        failed(rec, make_pod("1"))
+        await rec.drain()
+        assert len(api.requests) == 1
+        assert api.events == {}
+
+    run(main)
+
+
+def test_pending_writes_are_bounded() -> None:
+    async def main(api: FakeApiServer, rec: Recorder) -> None:
+        held = api.hold("POST", EVENTS)
+        failed(rec, make_pod("1"))
+        failed(rec, make_pod("2"))  # dropped: one write is already pending
+        await asyncio.wait_for(held.arrived.wait(), 5)
+        held.release.set()
+        await rec.drain()
+        assert len(api.requests) == 1
+        assert api.requests[0].body["regarding"]["resourceVersion"] == "1"
+        failed(rec, make_pod("3"))  # room again
+        await rec.drain()
+        assert len(api.requests) == 2
+
+    run(main, max_pending=1)
+
+
+# ---- PodScheduled condition and nominatedNodeName ------------------------------------------
+
+
+def scheduled_false(reason: str, message: str, transition: str = "2026-01-02T03:04:05Z") -> dict[str, Any]:
+    return {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": transition,
+    }
+
+
+def test_pod_scheduled_false_is_patched_onto_a_pod_without_the_condition() -> None:
+    async def main(api: FakeApiServer, rec: Recorder) -> None:
+        t0 = int(time.time())
+        rec.pod_scheduled_false(make_pod(), "Unschedulable", "0/4 nodes are available")
+        await rec.drain()
+        (patch,) = api.requests
+        assert (patch.method, patch.path, patch.content_type) == ("PATCH", STATUS, SMP)
+        (cond,) = patch.body["status"]["conditions"]
+        assert set(patch.body["status"]) == {"conditions"}  # nothing nominated: nothing to clear
+        assert cond["type"] == "PodScheduled" and cond["status"] == "False"
+        assert cond["reason"] == "Unschedulable" and cond["message"] == "0/4 nodes are available"
+        assert cond["lastProbeTime"] is None
+        assert t0 - 1 <= parse_rfc3339(cond["lastTransitionTime"]) <= time.time() + 1
+        assert "observedGeneration" not in cond
+
+    run(main)
+
+
+def test_pod_scheduled_false_is_not_patched_when_nothing_changed() -> None:
+    async def main(api: FakeApiServer, rec: Recorder) -> None:
+        pod = make_pod(conditions=[scheduled_false("Unschedulable", "same")])
+        rec.pod_scheduled_false(pod, "Unschedulable", "same")
+        rec.pod_scheduled_false(make_pod(conditions=[scheduled_false("Unschedulable", "same")], nominated="n1"),
+                                "Unschedulable", "same", clear_nominated=False)  # fmt: skip
+        await rec.drain()
+        assert api.requests == []
+
+    run(main)
+
+
+def test_a_new_message_keeps_the_last_transition_time_while_the_status_stays_false() -> None:
+    async def main(api: FakeApiServer, rec: Recorder) -> None:
+        pod = make_pod(conditions=[scheduled_false("Unschedulable", "old", "2026-01-02T03:04:05Z")], generation=4)
+        rec.pod_scheduled_false(pod, "Unschedulable", "new")
+        await rec.drain()
+        (cond,) = api.requests[0].body["status"]["conditions"]
+        assert cond["message"] == "new"
+        assert cond["lastTransitionTime"] == "2026-01-02T03:04:05Z"
+        assert cond["observedGeneration"] == 4
+
+    run(main)
+
+
+def test_a_status_change_gets_a_new_last_transition_time() -> None:
+    async def main(api: FakeApiServer, rec: Recorder) -> None:
+        was_true = {**scheduled_false("", ""), "status": "True"}
+        rec.pod_scheduled_false(make_pod(conditions=[was_true]), "Unschedulable", "gone")
+        await rec.drain()
+        (cond,) = api.requests[0].body["status"]["conditions"]
+        assert cond["lastTransitionTime"] != "2026-01-02T03:04:05Z"
+        assert abs(parse_rfc3339(cond["lastTransitionTime"]) - time.time()) < 5
+
+    run(main)
+
+
+def test_an_unchanged_condition_still_clears_the_nominated_node() -> None:
+    async def main(api: FakeApiServer, rec: Recorder) -> None:
+        pod = make_pod(conditions=[scheduled_false("Unschedulable", "same")], nominated="n1")
+        rec.pod_scheduled_false(pod, "Unschedulable", "same")
+        await rec.drain()
+        (patch,) = api.requests
+        assert patch.body == {"status": {"nominatedNodeName": None}}
+
+    run(main)
+
+
+def test_status_patch_is_retried_on_server_errors_and_gives_up_on_a_deleted_pod() -> None:
+    async def main(api: FakeApiServer, rec: Recorder) -> None:
+        api.fail("PATCH", STATUS, 503)
+        rec.pod_scheduled_false(make_pod(), "Unschedulable", "m")
+        await rec.drain()
+        assert len(api.requests) == 2
+        api.fail("PATCH", STATUS, 404)
+        rec.pod_scheduled_false(make_pod(), "Unschedulable", "m")
+        await rec.drain()
+        assert len(api.requests) == 3
+
+    run(main)
+
+
+def test_nominate_patches_the_node_unless_already_nominated_there() -> None:
+    async def main(api: FakeApiServer, rec: Recorder) -> None:
+        await rec.nominate(make_pod(nominated="n1"), "n1")
+        assert api.requests == []
+        await rec.nominate(make_pod(nominated="n1"), "n2")
+        (patch,) = api.requests
+        assert (patch.method, patch.path, patch.content_type) == ("PATCH", STATUS, SMP)
+        assert patch.body == {"status": {"nominatedNodeName": "n2"}}
+
+    run(main)
+
+
+def test_nominate_is_dropped_when_the_permit_wait_already_ended() -> None:
+    async def main(api: FakeApiServer, rec: Recorder) -> None:
+        settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        settled.set_result(None)
+        await rec.nominate(make_pod(), "n1", abandon=settled)
+        assert api.requests == []
+
+    run(main)

@@ -1,0 +1,292 @@
+"""The HTTPS app (SecureApp + Reviews + HealthState), served over TLS by hypercorn on a random
+port, with a real HTTP server playing kube-apiserver for TokenReview and SubjectAccessReview.
+
+The contract is kube-scheduler's delegated authn/authz (``k8s.io/apiserver``): no token is
+``system:anonymous``; a token the API server does not accept is 401 on every path; a denied
+SubjectAccessReview is 403; the always-allow paths skip authorization; ``system:masters``
+skips it too; both reviews are cached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import pytest
+
+from ome_scheduler import server
+from ome_scheduler.metrics import Metrics
+from ome_scheduler.server import HealthState, Reviews, SecureApp, listen_socket, serve, server_ssl_context
+from tests.apiserver import FakeApiServer
+
+TOKENREVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
+SARS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+ALWAYS_ALLOW = ("/healthz", "/readyz", "/livez")
+ALICE = {"username": "alice", "uid": "u-alice", "groups": ["scrapers", "system:authenticated"]}
+
+
+@dataclass
+class Served:
+    api: FakeApiServer
+    health: HealthState
+    session: aiohttp.ClientSession
+    base: str
+
+    async def get(self, path: str, token: str | None = None, **headers: str) -> tuple[int, str, bytes]:
+        h = dict(headers)
+        if token is not None:
+            h["Authorization"] = f"Bearer {token}"
+        async with self.session.get(self.base + path, headers=h) as r:
+            return r.status, r.headers.get("Content-Type", ""), await r.read()
+
+
+@asynccontextmanager
+async def secure_app(always_allow: Sequence[str] = ALWAYS_ALLOW) -> AsyncIterator[Served]:
+    async with FakeApiServer() as api:
+        api.users["alice-token"] = ALICE
+        api.users["bob-token"] = {"username": "bob", "groups": ["system:authenticated"]}
+        api.users["root-token"] = {"username": "root", "groups": ["system:masters", "system:authenticated"]}
+        api.allowed.add(("alice", "/metrics", "get"))
+        health = HealthState()
+        app = SecureApp(Reviews(api.client()), Metrics().registry, health, always_allow)
+        sock = listen_socket("127.0.0.1", 0)
+        port = sock.getsockname()[1]
+        stop = asyncio.Event()
+        task = asyncio.create_task(serve(app, sock, server_ssl_context(None, None), stop))
+        for _ in range(250):  # until hypercorn listens on the bound socket
+            try:
+                _, w = await asyncio.open_connection("127.0.0.1", port)
+                w.close()
+                break
+            except ConnectionRefusedError:
+                await asyncio.sleep(0.02)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=False)) as session:
+            served = Served(api, health, session, f"https://127.0.0.1:{port}")
+            try:
+                yield served
+            finally:
+                stop.set()
+                await asyncio.wait_for(task, 10)
+
+
+def run(main: Callable[[Served], Awaitable[None]], **kw: Any) -> None:
+    async def wrapper() -> None:
+        async with secure_app(**kw) as s:
+            await main(s)
+
+    asyncio.run(wrapper())
+
+
+def test_always_allowed_paths_are_served_without_any_review() -> None:
+    async def main(s: Served) -> None:
+        s.health.synced = True
+        for path in ALWAYS_ALLOW:
+            status, ctype, body = await s.get(path)
+            assert (status, ctype, body) == (200, "text/plain; charset=utf-8", b"ok"), path
+        assert s.api.requests == []  # anonymous, no TokenReview, no SubjectAccessReview
+
+    run(main)
+
+
+def test_responses_carry_kube_style_headers() -> None:
+    async def main(s: Served) -> None:
+        async with s.session.get(s.base + "/healthz") as r:
+            assert r.headers["Cache-Control"] == "no-cache, private"
+            assert r.headers["X-Content-Type-Options"] == "nosniff"
+
+    run(main)
+
+
+def test_invalid_token_is_401_on_every_path_even_always_allowed_ones() -> None:
+    async def main(s: Served) -> None:
+        for path in ("/healthz", "/livez", "/readyz", "/metrics", "/nope"):
+            status, ctype, body = await s.get(path, token="garbage")
+            assert status == 401, path
+            assert ctype == "application/json"
+            assert b'"reason":"Unauthorized"' in body and b'"code":401' in body
+        reviews = s.api.sent("POST", TOKENREVIEWS)
+        assert len(reviews) == 1  # the failure is cached too
+        assert reviews[0].body["spec"] == {"token": "garbage"}
+        assert reviews[0].body["kind"] == "TokenReview"
+        assert s.api.sent("POST", SARS) == []
+
+    run(main)
+
+
+def test_anonymous_metrics_is_403_after_a_subject_access_review() -> None:
+    async def main(s: Served) -> None:
+        status, _, body = await s.get("/metrics")
+        assert status == 403
+        assert body == b'forbidden: User "system:anonymous" cannot get path "/metrics"\n'
+        assert s.api.sent("POST", TOKENREVIEWS) == []
+        (sar,) = s.api.sent("POST", SARS)
+        assert sar.body["spec"] == {
+            "user": "system:anonymous",
+            "groups": ["system:unauthenticated"],
+            "nonResourceAttributes": {"path": "/metrics", "verb": "get"},
+        }
+
+    run(main)
+
+
+def test_authenticated_but_not_authorized_is_403() -> None:
+    async def main(s: Served) -> None:
+        status, _, body = await s.get("/metrics", token="bob-token")
+        assert status == 403
+        assert body == b'forbidden: User "bob" cannot get path "/metrics"\n'
+
+    run(main)
+
+
+def test_authorized_user_gets_metrics_and_the_reviews_are_cached() -> None:
+    async def main(s: Served) -> None:
+        status, ctype, body = await s.get("/metrics", token="alice-token")
+        assert status == 200
+        assert ctype.startswith("text/plain")
+        assert b"leader_election_master_status" in body
+        (sar,) = s.api.sent("POST", SARS)
+        assert sar.body["spec"] == {
+            "user": "alice",
+            "uid": "u-alice",
+            "groups": ["scrapers", "system:authenticated"],
+            "nonResourceAttributes": {"path": "/metrics", "verb": "get"},
+        }
+        for _ in range(3):
+            assert (await s.get("/metrics", token="alice-token"))[0] == 200
+        assert len(s.api.sent("POST", TOKENREVIEWS)) == 1
+        assert len(s.api.sent("POST", SARS)) == 1
+        # a different user is reviewed on its own
+        assert (await s.get("/metrics", token="bob-token"))[0] == 403
+        assert len(s.api.sent("POST", TOKENREVIEWS)) == 2
+        assert len(s.api.sent("POST", SARS)) == 2
+        # the denial is cached as well
+        assert (await s.get("/metrics", token="bob-token"))[0] == 403
+        assert len(s.api.requests) == 4
+
+    run(main)
+
+
+def test_openmetrics_when_asked() -> None:
+    async def main(s: Served) -> None:
+        status, ctype, body = await s.get(
+            "/metrics", token="alice-token", Accept="application/openmetrics-text; version=1.0.0"
+        )
+        assert status == 200
+        assert ctype.startswith("application/openmetrics-text")
+        assert body.endswith(b"# EOF\n")
+
+    run(main)
+
+
+def test_system_masters_skip_authorization() -> None:
+    async def main(s: Served) -> None:
+        assert (await s.get("/metrics", token="root-token"))[0] == 200
+        assert (await s.get("/somewhere", token="root-token"))[0] == 404
+        assert s.api.sent("POST", SARS) == []
+
+    run(main)
+
+
+def test_unknown_path_is_authorized_first_then_404() -> None:
+    async def main(s: Served) -> None:
+        assert (await s.get("/healthz/ping"))[0] == 403  # always-allow paths match exactly
+        s.api.allowed.add(("alice", "/debug", "get"))
+        status, _, body = await s.get("/debug", token="alice-token")
+        assert (status, body) == (404, b"404 page not found\n")
+
+    run(main)
+
+
+def test_always_allow_paths_are_configurable() -> None:
+    async def main(s: Served) -> None:
+        assert (await s.get("/metrics"))[0] == 200
+        assert (await s.get("/healthz"))[0] == 403  # no longer exempt
+        assert len(s.api.sent("POST", SARS)) == 1
+
+    run(main, always_allow=["/metrics"])
+
+
+def test_readyz_reflects_sync_and_shutdown() -> None:
+    async def main(s: Served) -> None:
+        status, _, body = await s.get("/readyz")
+        assert status == 500
+        assert body == b"[-]sched-handler-sync failed: reason withheld\nreadyz check failed\n"
+        s.health.synced = True
+        assert await s.get("/readyz") == (200, "text/plain; charset=utf-8", b"ok")
+        s.health.shutting_down = True
+        status, _, body = await s.get("/readyz")
+        assert status == 500
+        assert body == b"[-]shutdown failed: reason withheld\nreadyz check failed\n"
+        assert (await s.get("/livez"))[0] == 200  # shutting down is no liveness failure
+
+    run(main)
+
+
+def test_healthz_and_livez_reflect_the_leader_election_watchdog() -> None:
+    async def main(s: Served) -> None:
+        s.health.synced = True
+        leader_ok = [True]
+        s.health.leader_ok = lambda: leader_ok[0]
+        assert (await s.get("/healthz"))[0] == 200
+        leader_ok[0] = False
+        for path in ("/healthz", "/livez"):
+            status, _, body = await s.get(path)
+            assert status == 500, path
+            assert b"[-]leaderElection failed" in body
+        leader_ok[0] = True
+        assert (await s.get("/livez"))[0] == 200
+
+    run(main)
+
+
+def test_review_failure_is_500_not_a_decision() -> None:
+    async def main(s: Served) -> None:
+        s.api.fail("POST", TOKENREVIEWS, 403)
+        status, _, body = await s.get("/metrics", token="alice-token")
+        assert status == 500
+        assert body == b"Internal Server Error: authorization check failed\n", body
+        # nothing was cached: the next request is reviewed again and succeeds
+        assert (await s.get("/metrics", token="alice-token"))[0] == 200
+        assert len(s.api.sent("POST", TOKENREVIEWS)) == 2
+
+    run(main)
+
+
+def test_review_server_errors_are_retried_once() -> None:
+    async def main(s: Served) -> None:
+        s.api.fail("POST", SARS, 503)
+        assert (await s.get("/metrics", token="alice-token"))[0] == 200
+        assert len(s.api.sent("POST", SARS)) == 2
+
+    run(main)
+
+
+def test_reviews_expire_after_the_cache_ttl(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(server, "CACHE_TTL", 0.2)
+
+    async def main(s: Served) -> None:
+        assert (await s.get("/metrics", token="alice-token"))[0] == 200
+        assert (await s.get("/metrics", token="alice-token"))[0] == 200
+        assert len(s.api.requests) == 2  # one TokenReview, one SubjectAccessReview
+        await asyncio.sleep(0.3)
+        s.api.allowed.clear()  # RBAC changed meanwhile
+        assert (await s.get("/metrics", token="alice-token"))[0] == 403
+        assert len(s.api.sent("POST", TOKENREVIEWS)) == 2
+        assert len(s.api.sent("POST", SARS)) == 2
+
+    run(main)
+
+
+def test_plain_http_is_not_answered() -> None:
+    async def main(s: Served) -> None:
+        plain = s.base.replace("https://", "http://")
+        with pytest.raises(aiohttp.ClientError):
+            async with s.session.get(plain + "/healthz") as r:
+                await r.read()
+        assert (await s.get("/healthz"))[0] == 200  # TLS still served
+
+    run(main)
