@@ -266,7 +266,8 @@ def test_queueing_hint_logs_its_verdict_at_v5(capsys: pytest.CaptureFixture[str]
         assert hint(pod, None, make_node("n2", unschedulable=True)) == QueueingHint.QUEUE_SKIP
         line = capsys.readouterr().err
     finally:
-        logs.configure(2, "text")
+        with capsys.disabled():  # log to the session's stderr again: this test's capture is closed after it
+            logs.configure(2, "text")
     assert '"queueing hint" hint="NodeUnschedulable.is_schedulable_after_node_change" pod="ns/p"' in line
     assert 'object="n2" verdict="QueueSkip"' in line
 
