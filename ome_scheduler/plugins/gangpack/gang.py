@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ome_scheduler.api.core import Pod
 from ome_scheduler.api.scheduling import PodGroup
-from ome_scheduler.config.pluginargs import OMEGangPackArgs as GangPackArgs
+from ome_scheduler.config.pluginargs import OMEGangPackArgs
 from ome_scheduler.framework.interface import PodGroupLister
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import GangKey, PodInfo
@@ -31,14 +31,14 @@ class Gang:
     timeout: int
 
 
-def topology_key_of(pg: PodGroup, args: GangPackArgs) -> str:
+def topology_key_of(pg: PodGroup, args: OMEGangPackArgs) -> str:
     """§2.3: the PodGroup's topology-key annotation when set, else the configured ``topologyKey``."""
     ann = args.pod_group_topology_key_annotation
     v = pg.metadata.annotations.get(ann, "") if ann else ""
     return v or args.topology_key
 
 
-def resolve_gang(pod: PodInfo, pod_groups: PodGroupLister, args: GangPackArgs) -> Gang | Status:
+def resolve_gang(pod: PodInfo, pod_groups: PodGroupLister, args: OMEGangPackArgs) -> Gang | Status:
     """§2.4: the member's gang, or the Unschedulable status that says why it cannot be planned.
 
     Checks in the documented order: the PodGroup exists and is readable, ``minMember`` is

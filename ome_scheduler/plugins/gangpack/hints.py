@@ -2,7 +2,8 @@
 
 Each hint answers, for one pod this plugin rejected (the *target*) and one cluster event,
 whether the event may make the target schedulable (Queue) or not (QueueSkip). They are
-named after what they check, as kube-scheduler's are, and log their verdict at V(5). No
+named after what they check, as kube-scheduler's are, and log their verdict at V(5)
+(``@queueing_hint``). No
 registration uses the generic Pod Update action, so status churn wakes no gang.
 """
 
@@ -12,20 +13,19 @@ from typing import Any
 
 from ome_scheduler.api.core import Node, Pod
 from ome_scheduler.api.scheduling import PodGroup
-from ome_scheduler.config.pluginargs import OMEGangPackArgs as GangPackArgs
+from ome_scheduler.config.pluginargs import OMEGangPackArgs
 from ome_scheduler.framework.events import (
     POD_GROUP,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
     QueueingHint,
+    queueing_hint,
 )
 from ome_scheduler.framework.interface import PodGroupLister
 from ome_scheduler.framework.types import POD_GROUP_LABEL
-from ome_scheduler.logs import enabled, get_logger
 from ome_scheduler.plugins.gangpack.gang import same_pod
 
-log = get_logger()
 QUEUE, SKIP = QueueingHint.QUEUE, QueueingHint.QUEUE_SKIP
 
 
@@ -42,23 +42,10 @@ def in_same_gang(target: Pod, other: Pod | None) -> bool:
     )
 
 
-def _verdict(hint: str, target: Pod, answer: QueueingHint, why: str) -> QueueingHint:
-    if enabled(5):
-        log.info(
-            "gangpack queueing hint",
-            v=5,
-            hint=hint,
-            pod=f"{target.metadata.namespace}/{target.metadata.name}",
-            queue=answer == QUEUE,
-            reason=why,
-        )
-    return answer
-
-
 class GangHints:
     """The hint functions, bound to the plugin's arguments and the PodGroup lister."""
 
-    def __init__(self, args: GangPackArgs, pod_groups: PodGroupLister) -> None:
+    def __init__(self, args: OMEGangPackArgs, pod_groups: PodGroupLister) -> None:
         self.args = args
         self.pod_groups = pod_groups
 
@@ -91,37 +78,41 @@ class GangHints:
             ),
         ]
 
+    @queueing_hint
     def is_schedulable_after_sibling_added(self, target: Pod, old: Pod | None, new: Pod | None) -> QueueingHint:
         """Pod Add (assigned pods only): Queue when the added pod is a member of the target's gang."""
         if in_same_gang(target, new):
-            return _verdict("sibling_added", target, QUEUE, "a gang sibling was placed")
-        return _verdict("sibling_added", target, SKIP, "not a gang sibling")
+            return QUEUE  # a gang sibling was placed
+        return SKIP  # not a gang sibling
 
+    @queueing_hint
     def is_schedulable_after_pod_label_change(self, target: Pod, old: Pod | None, new: Pod | None) -> QueueingHint:
         """UpdatePodLabel: Queue for the target itself, or when a pod joins or leaves its gang."""
         if new is not None and same_pod(new, target):
-            return _verdict("pod_label_change", target, QUEUE, "the target's own labels changed")
+            return QUEUE  # the target's own labels changed
         if gang_of(target) and (in_same_gang(target, old) or in_same_gang(target, new)):
-            return _verdict("pod_label_change", target, QUEUE, "gang membership changed")
-        return _verdict("pod_label_change", target, SKIP, "unrelated pod")
+            return QUEUE  # gang membership changed
+        return SKIP  # unrelated pod
 
+    @queueing_hint
     def is_schedulable_after_toleration_change(self, target: Pod, old: Pod | None, new: Pod | None) -> QueueingHint:
         """UpdatePodToleration: Queue for the target itself or a member of its gang."""
         if new is not None and (same_pod(new, target) or in_same_gang(target, new)):
-            return _verdict("toleration_change", target, QUEUE, "the target or a sibling changed tolerations")
-        return _verdict("toleration_change", target, SKIP, "unrelated pod")
+            return QUEUE  # the target or a sibling changed tolerations
+        return SKIP  # unrelated pod
 
+    @queueing_hint
     def is_schedulable_after_pod_delete_or_scale_down(
         self, target: Pod, old: Pod | None, new: Pod | None
     ) -> QueueingHint:
         """Pod Delete / UpdatePodScaleDown: Queue when capacity was freed or a sibling changed."""
         if new is not None and same_pod(new, target):
-            return _verdict("pod_delete", target, QUEUE, "the target itself shrank")
+            return QUEUE  # the target itself shrank
         if in_same_gang(target, old) or in_same_gang(target, new):
-            return _verdict("pod_delete", target, QUEUE, "a gang sibling left or shrank")
+            return QUEUE  # a gang sibling left or shrank
         if old is not None and not old.spec.node_name and not old.status.nominated_node_name:
-            return _verdict("pod_delete", target, SKIP, "an unplaced pod frees no capacity")
-        return _verdict("pod_delete", target, QUEUE, "a placed pod freed capacity")
+            return SKIP  # an unplaced pod frees no capacity
+        return QUEUE  # a placed pod freed capacity
 
     def _topology_key_for(self, target: Pod) -> str:
         """§2.3, hint variant: the PodGroup's annotation when it is valid and set, else the fallback."""
@@ -133,33 +124,36 @@ class GangHints:
                 return pg.metadata.annotations[ann]
         return self.args.topology_key
 
+    @queueing_hint
     def is_schedulable_after_domain_node_change(self, target: Pod, old: Node | None, new: Node | None) -> QueueingHint:
         """Node Add/Update: Queue when the old or new node carries the target's topology label."""
         tk = self._topology_key_for(target)
         if not tk:
-            return _verdict("domain_node_change", target, QUEUE, "no topology key resolves")
+            return QUEUE  # no topology key resolves
         has = (old is not None and bool(old.metadata.labels.get(tk))) or (
             new is not None and bool(new.metadata.labels.get(tk))
         )
         if has:
-            return _verdict("domain_node_change", target, QUEUE, f"node in a {tk} domain changed")
-        return _verdict("domain_node_change", target, SKIP, f"node outside every {tk} domain")
+            return QUEUE  # node in a {tk} domain changed
+        return SKIP  # node outside every {tk} domain
 
+    @queueing_hint
     def is_schedulable_after_domain_node_delete(self, target: Pod, old: Node | None, new: Node | None) -> QueueingHint:
         """Node Delete: Queue when the deleted node carried the target's topology label."""
         tk = self._topology_key_for(target)
         if not tk or (old is not None and old.metadata.labels.get(tk)):
-            return _verdict("domain_node_delete", target, QUEUE, "a domain lost a node")
-        return _verdict("domain_node_delete", target, SKIP, f"node outside every {tk} domain")
+            return QUEUE  # a domain lost a node
+        return SKIP  # node outside every {tk} domain
 
+    @queueing_hint
     def is_schedulable_after_own_pod_group_change(
         self, target: Pod, old: PodGroup | None, new: PodGroup | None
     ) -> QueueingHint:
         """PodGroup Add/Update/Delete: Queue when the event's object is the target's own PodGroup."""
         g = gang_of(target)
         if not g:
-            return _verdict("pod_group_change", target, SKIP, "standalone pod")
+            return SKIP  # standalone pod
         obj = new if new is not None else old
         if obj is not None and obj.metadata.namespace == target.metadata.namespace and obj.metadata.name == g:
-            return _verdict("pod_group_change", target, QUEUE, "its PodGroup changed")
-        return _verdict("pod_group_change", target, SKIP, "another PodGroup")
+            return QUEUE  # its PodGroup changed
+        return SKIP  # another PodGroup

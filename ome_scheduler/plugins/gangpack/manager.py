@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 
 from ome_scheduler.api.core import Pod
 from ome_scheduler.api.scheduling import PodGroup
-from ome_scheduler.config.pluginargs import OMEGangPackArgs as GangPackArgs
+from ome_scheduler.config.pluginargs import OMEGangPackArgs
 from ome_scheduler.framework.interface import Handle
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import GangKey, NodeInfo, PodInfo, PodKey, split_gang_key
@@ -48,7 +48,7 @@ MAX_INDEXES = 16
 class GangManager:
     """Pins, holds and Permit gates of every gang one OMEGangPack instance schedules."""
 
-    def __init__(self, args: GangPackArgs, handle: Handle, metrics: GangMetrics) -> None:
+    def __init__(self, args: OMEGangPackArgs, handle: Handle, metrics: GangMetrics) -> None:
         self.args = args
         self.handle = handle
         self.metrics = metrics

@@ -22,7 +22,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ome_scheduler.config.pluginargs import OMEGangPackArgs as GangPackArgs
+from ome_scheduler.config.pluginargs import OMEGangPackArgs
 from ome_scheduler.framework.events import ClusterEventWithHint
 from ome_scheduler.framework.interface import (
     MAX_NODE_SCORE,
@@ -89,7 +89,7 @@ class OMEGangPack(
     member's Filter reads its cycle pin, and a pinned member never uses the equivalence cache
     because its PreFilter narrows the nodes."""
 
-    def __init__(self, args: GangPackArgs, handle: Handle, metrics: Metrics) -> None:
+    def __init__(self, args: OMEGangPackArgs, handle: Handle, metrics: Metrics) -> None:
         self.args = args
         self.handle = handle
         self.gangs = GangManager(args, handle, GangMetrics(metrics))
@@ -97,7 +97,7 @@ class OMEGangPack(
         handle.pod_groups().subscribe(self.gangs.on_pod_group_change)
 
     @classmethod
-    def new(cls, args: GangPackArgs, handle: Handle, options: FrameworkOptions) -> OMEGangPack:
+    def new(cls, args: OMEGangPackArgs, handle: Handle, options: FrameworkOptions) -> OMEGangPack:
         """The plugin for validated arguments (§12.2, ``validate_ome_gang_pack_args``)."""
         return cls(args, handle, options.metrics)
 
