@@ -65,6 +65,8 @@ class InformerSpec:
     params: dict[str, str] = field(default_factory=dict)
     keep_stale: bool = False
     optional: bool = False
+    not_synced: str = ""
+    """What the log says when an optional informer has not synced in time."""
 
 
 INFORMERS: tuple[InformerSpec, ...] = (
@@ -90,6 +92,7 @@ INFORMERS: tuple[InformerSpec, ...] = (
         "handlers",
         "pod_group",
         optional=True,
+        not_synced="PodGroup informer not synced; continuing (is the PodGroup CRD installed?)",
     ),
 )
 """The informer set (``informerFactory`` in kube-scheduler, plus the PodGroup CRD)."""
@@ -162,12 +165,7 @@ class App:
             with anyio.move_on_after(wait) as scope:
                 await inf.synced.wait()
             if scope.cancelled_caught:
-                log.info(
-                    "informer not synced; continuing (is its CRD installed?)",
-                    v=0,
-                    informer=spec.name,
-                    waitedSeconds=wait,
-                )
+                log.info(spec.not_synced or f"{spec.name} informer not synced; continuing", v=0, waitedSeconds=wait)
         for spec, inf in self.informers.values():
             if not spec.optional:
                 await inf.synced.wait()
