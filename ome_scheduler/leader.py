@@ -37,9 +37,13 @@ from ome_scheduler.util.timestamps import now_micro
 
 log = get_logger()
 JITTER = 1.2
+"""client-go ``JitterFactor``: acquisition retries wait ``retryPeriod`` x [1, 1.2)."""
 
 
 class LeaseSpec(msgspec.Struct, rename="camel", omit_defaults=True):
+    """``coordinationv1.LeaseSpec`` (``k8s.io/api/coordination/v1/types.go``): times are
+    ``metav1.MicroTime`` text, the duration whole seconds."""
+
     holder_identity: str | None = None
     lease_duration_seconds: int | None = None
     acquire_time: str | None = None
@@ -62,7 +66,7 @@ _DEC = msgspec.json.Decoder(Lease)
 
 
 class LeaderElector:
-    """One candidate for one Lease."""
+    """One candidate for one Lease (client-go's ``LeaderElector``); durations in seconds."""
 
     def __init__(
         self,
@@ -94,9 +98,11 @@ class LeaderElector:
 
     @property
     def path(self) -> str:
+        """The Lease's API path."""
         return f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases/{self.name}"
 
     def _record(self, acquire_time: str | None, transitions: int) -> LeaseSpec:
+        """The spec this candidate writes as holder, renewed now (``acquire_time`` None: now)."""
         now = now_micro()
         return LeaseSpec(
             holder_identity=self.identity,
@@ -130,6 +136,8 @@ class LeaderElector:
             return True
         current = _DEC.decode(raw)
         spec = current.spec
+        # Expiry is judged on this process's monotonic clock, from when it saw the record last
+        # change, never from the renewTime another machine wrote: the clocks need not agree.
         if (
             self._observed is None
             or spec.holder_identity != self._observed.holder_identity
@@ -139,13 +147,16 @@ class LeaderElector:
             self._observed_rv = current.metadata.get("resourceVersion", "")
             self._observed_time = now
         holder = spec.holder_identity or ""
+        # The holder's own advertised duration counts (a leader configured with a longer lease).
         duration = float(spec.lease_duration_seconds or self.lease_duration)
         if holder and holder != self.identity and self._observed_time + duration > now:
             return False
         if holder == self.identity:
             new = self._record(spec.acquire_time, spec.lease_transitions or 0)
         else:
-            new = self._record(None, (spec.lease_transitions or 0) + 1)
+            new = self._record(None, (spec.lease_transitions or 0) + 1)  # a takeover
+        # ``current`` still carries the resourceVersion read above: if anyone wrote the Lease
+        # since, the PUT fails with 409 and this attempt loses.
         current.spec = new
         try:
             body = await self.client.put(self.path, current, retries=0, priority=PRIORITY_CRITICAL)
@@ -156,12 +167,14 @@ class LeaderElector:
         return True
 
     def _observe(self, lease: Lease, now: float) -> None:
+        """Remember the record this candidate just wrote; ``now`` counts as a renewal."""
         self._observed = lease.spec
         self._observed_rv = lease.metadata.get("resourceVersion", "")
         self._observed_time = now
         self.last_renew = now
 
     def _set_leader(self, v: bool) -> None:
+        """Set ``is_leader`` and ``leader_election_master_status``."""
         self.is_leader = v
         if self.metrics is not None:
             self.metrics.leader_election_master_status.labels(self.name).set(1 if v else 0)
@@ -199,6 +212,10 @@ class LeaderElector:
                     if not ok:
                         await asyncio.sleep(self.retry_period)
             if not ok:
+                # No stepping down here: another candidate may hold the lease already, so the
+                # caller's on_lost exits the process (as kube-scheduler does) instead of trying
+                # to unwind binding cycles that are in flight; a restart comes back as a
+                # candidate with a fresh cache.
                 self._set_leader(False)
                 log.error("failed to renew lease, leaderelection lost", lease=f"{self.namespace}/{self.name}")
                 r = on_lost()
@@ -215,8 +232,10 @@ class LeaderElector:
             raw = await self.client.get(self.path, priority=PRIORITY_CRITICAL)
             current = _DEC.decode(raw)
             if current.spec.holder_identity != self.identity:
-                return
+                return  # someone else took it already: never clear another holder's record
             now = now_micro()
+            # A 1 s duration and no holder: standbys may take over at their next retry instead
+            # of waiting out the full leaseDuration.
             current.spec = LeaseSpec(
                 holder_identity=None,
                 lease_duration_seconds=1,

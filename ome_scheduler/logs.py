@@ -21,6 +21,8 @@ import structlog
 
 
 class _State:
+    """The process-wide logging settings (``configure`` writes them)."""
+
     verbosity = 2
     format = "text"
 
@@ -40,6 +42,7 @@ def enabled(v: int) -> bool:
 
 
 def _drop_by_verbosity(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """structlog processor: drop a ``v=N`` call above the configured verbosity."""
     v = event.get("v", 0)
     if v > _state.verbosity:
         raise structlog.DropEvent
@@ -47,6 +50,7 @@ def _drop_by_verbosity(_: Any, __: str, event: MutableMapping[str, Any]) -> Muta
 
 
 def _fmt_value(v: Any) -> str:
+    """One value as klog's text format prints it: quoted strings, ``<nil>``, ``map[k:v]``."""
     if isinstance(v, str):
         return orjson.dumps(v).decode()
     if isinstance(v, bool):
@@ -59,6 +63,7 @@ def _fmt_value(v: Any) -> str:
 
 
 def _render_text(_: Any, level: str, event: MutableMapping[str, Any]) -> str:
+    """klog's header (``Lmmdd hh:mm:ss.uuuuuu pid ome-scheduler]``), the quoted message, key=value."""
     ts = event.pop("_ts", time.time())
     lt = time.localtime(ts)
     sev = {"error": "E", "warning": "W", "critical": "E"}.get(level, "I")
@@ -75,6 +80,7 @@ def _render_text(_: Any, level: str, event: MutableMapping[str, Any]) -> str:
 
 
 def _render_json(_: Any, level: str, event: MutableMapping[str, Any]) -> str:
+    """component-base's JSON line: ``ts`` (epoch seconds), ``err`` for errors, ``msg``, ``v``, keys."""
     out: dict[str, Any] = {"ts": round(event.pop("_ts", time.time()), 6)}
     if level in ("error", "critical"):
         out["err"] = event.pop("error", None)
@@ -85,6 +91,7 @@ def _render_json(_: Any, level: str, event: MutableMapping[str, Any]) -> str:
 
 
 def _stamp(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """Record the wall-clock time of the call (rendered later, after filtering)."""
     event["_ts"] = time.time()
     return event
 
@@ -109,8 +116,11 @@ def configure(level: int = 2, fmt: str = "text") -> None:
             else structlog.processors.format_exc_info,
             _render_json if fmt == "json" else _render_text,
         ],
+        # Level filtering stays open (0): verbosity, not level, decides, in _drop_by_verbosity.
         wrapper_class=structlog.make_filtering_bound_logger(0),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        # Modules bind their loggers at import, before the CLI calls configure(); no caching
+        # lets those loggers pick up the final settings.
         cache_logger_on_first_use=False,
     )
 
@@ -120,4 +130,4 @@ def get_logger(**initial: Any) -> Any:
     return structlog.get_logger(**initial)
 
 
-configure()
+configure()  # usable defaults (--v=2, text) for imports, tests and tools that never call it

@@ -13,6 +13,8 @@ from __future__ import annotations
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+# kube-scheduler exports no ``*_created`` series; without this every counter and histogram
+# would add one.
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
@@ -25,6 +27,7 @@ class Metrics:
     """All metric families of one scheduler process, in its own registry."""
 
     def __init__(self) -> None:
+        """Create every family in a fresh registry; durations are seconds, as upstream."""
         r = self.registry = CollectorRegistry(auto_describe=True)
         prometheus_client.ProcessCollector(registry=r)
         prometheus_client.PlatformCollector(registry=r)
@@ -190,6 +193,8 @@ class Metrics:
             ["topology_key", "domain"],
             "ALPHA",
         )
+        # Pre-create the known label values so each series is exported as 0 from the start:
+        # rate() and absence alerts then work before the first matching event.
         for result in ("pinned", "no_fit", "reserved", "adopted", "stale_replan", "topology_replan"):
             self.gang_pin.labels(result)
         for result in ("wait", "admit"):

@@ -27,12 +27,14 @@ from ome_scheduler.util.durations import parse_go_duration
 
 
 def _duration(v: Any) -> Any:
+    """pydantic pre-validator: a Go duration string becomes seconds; other values pass through."""
     if isinstance(v, str):
         return parse_go_duration(v)
     return v
 
 
 def _bool(v: Any) -> Any:
+    """pydantic pre-validator: ``true``/``1``/``t``/``yes`` and their negatives become bools."""
     if isinstance(v, str):
         low = v.lower()
         if low in ("true", "1", "t", "yes"):
@@ -102,10 +104,12 @@ class Options(BaseSettings):
     profiling: Bool = Field(default=None, description="Accepted for compatibility; profiling is not served.")
 
 
+# ``-flag``, ``--flag`` or either with ``=value``: pflag accepts all four.
 _GO_FLAG = re.compile(r"^-(-?)([a-z][a-z0-9-]*)(=.*)?$")
 
 
 _BOOL_FLAGS = frozenset({"leader-elect", "profiling"})
+"""Flags that, as pflag booleans, may be given without a value."""
 
 
 def normalize_argv(argv: list[str]) -> list[str]:
@@ -123,6 +127,7 @@ def normalize_argv(argv: list[str]) -> list[str]:
     return out
 
 
+# Value names in --help, as pflag prints them (instead of pydantic's ``{float,null}``).
 _METAVARS = {
     "v": "int",
     "leader_elect": "bool",
@@ -201,6 +206,7 @@ def apply_flags(cfg: KubeSchedulerConfiguration, opts: Options) -> None:
         le.resource_name = opts.leader_elect_resource_name
     if opts.leader_elect_resource_namespace is not None:
         le.resource_namespace = opts.leader_elect_resource_namespace
+    # With --config, kube-scheduler ignores the client flags (the file's clientConnection wins).
     if opts.config is None:
         if opts.kube_api_qps is not None:
             cfg.client_connection.qps = opts.kube_api_qps

@@ -46,7 +46,9 @@ from ome_scheduler.logs import get_logger
 
 log = get_logger()
 CACHE_TTL = 10.0
+"""Seconds a TokenReview or SubjectAccessReview answer is reused (kube's delegated authn/authz default)."""
 CACHE_MAX = 4096
+"""Entries per review cache; the least recently written go first, so random tokens cannot grow it."""
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -91,6 +93,8 @@ def server_ssl_context(cert_file: str | None, key_file: str | None) -> ssl.SSLCo
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.set_alpn_protocols(["http/1.1"])
     if cert_file or key_file:
+        # Checked up front so the error names the flag; ssl's own errors say neither which
+        # file nor which flag.
         if not (cert_file and key_file):
             raise ValueError("--tls-cert-file and --tls-private-key-file must be given together")
         for path, flag in ((cert_file, "--tls-cert-file"), (key_file, "--tls-private-key-file")):
@@ -104,6 +108,8 @@ def server_ssl_context(cert_file: str | None, key_file: str | None) -> ssl.SSLCo
             ) from None
         return ctx
     cert, key = self_signed_pem()
+    # load_cert_chain only reads paths: an anonymous in-memory file gives it one without
+    # writing the private key to disk (and works on a read-only root filesystem).
     fd = os.memfd_create("ome-scheduler-serving", os.MFD_CLOEXEC)
     try:
         os.write(fd, cert + key)
@@ -114,6 +120,8 @@ def server_ssl_context(cert_file: str | None, key_file: str | None) -> ssl.SSLCo
 
 
 class _TTLCache:
+    """A small LRU-by-write cache whose entries expire after :data:`CACHE_TTL` seconds."""
+
     def __init__(self) -> None:
         self._d: OrderedDict[str, tuple[float, Any]] = OrderedDict()
 
@@ -132,6 +140,8 @@ class _TTLCache:
 
 
 class UserInfo(msgspec.Struct):
+    """``authenticationv1.UserInfo``: who a TokenReview says the caller is."""
+
     username: str = ""
     uid: str = ""
     groups: list[str] = []
@@ -172,6 +182,8 @@ class Reviews:
         """The token's user, or None when the API server does not authenticate it."""
         key = hashlib.sha256(token.encode()).hexdigest()
         hit = self._authn.get(key)
+        # Rejections are cached too (as False), so a client retrying a bad token does not cost
+        # a TokenReview per request.
         if hit is not None:
             return hit if isinstance(hit, UserInfo) else None
         body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
@@ -182,6 +194,12 @@ class Reviews:
         return result if isinstance(result, UserInfo) else None
 
     async def authorize(self, user: UserInfo, path: str, verb: str) -> bool:
+        """Whether ``user`` may ``verb`` (``get``...) the non-resource ``path`` (a SubjectAccessReview).
+
+        Raises:
+            ApiError / transport errors: the review could not be made (the caller answers 500).
+        """
+        # Keyed by user, uid, groups, path and verb; NUL separators keep the fields apart.
         key = hashlib.sha256(
             f"{user.username}\0{user.uid}\0{','.join(user.groups)}\0{path}\0{verb}".encode()
         ).hexdigest()
@@ -227,6 +245,7 @@ class SecureApp:
         self.always_allow = set(always_allow)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI entry point: answer lifespan messages, and one response per HTTP request."""
         if scope["type"] == "lifespan":
             while True:
                 msg = await receive()
@@ -242,6 +261,7 @@ class SecureApp:
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         try:
             status, ctype, body = await self._handle(path, method, headers)
+        # Failing closed: when the API server cannot review the request, nothing is served.
         except (*TRANSPORT_ERRORS, ApiError, OSError, msgspec.DecodeError) as exc:
             log.error("delegated authentication or authorization failed", path=path, error=str(exc))
             status, ctype, body = (
@@ -263,6 +283,7 @@ class SecureApp:
         await send({"type": "http.response.body", "body": body})
 
     async def _handle(self, path: str, method: str, headers: dict[str, str]) -> tuple[int, str, bytes]:
+        """(status, content type, body) for one request: authenticate, authorize, then serve."""
         text = "text/plain; charset=utf-8"
         user = ANONYMOUS
         auth = headers.get("authorization", "")
@@ -270,6 +291,8 @@ class SecureApp:
             token = auth[7:].strip()
             if token:
                 found = await self.reviews.authenticate(token)
+                # A token that fails is 401 even on always-allowed paths, as with kube's
+                # delegated authentication: only a request with no token is anonymous.
                 if found is None:
                     return (
                         401,
@@ -280,11 +303,14 @@ class SecureApp:
                         ),
                     )
                 user = found
+        # system:masters skips the review, as kube's delegated authorization (alwaysAllowGroups).
         if path not in self.always_allow and "system:masters" not in user.groups:
             if not await self.reviews.authorize(user, path, method.lower()):
                 msg = f'forbidden: User "{user.username}" cannot {method.lower()} path "{path}"'
                 return 403, text, msg.encode() + b"\n"
         if path in ("/healthz", "/livez"):
+            # Liveness includes the lease watchdog, so the kubelet restarts a leader stuck
+            # without renewing.
             if self.health.leader_ok():
                 return 200, text, b"ok"
             return 500, text, b"[+]ping ok\n[-]leaderElection failed: reason withheld\nhealthz check failed\n"
@@ -310,6 +336,7 @@ def listen_socket(bind_address: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in bind_address else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
+        # SO_REUSEADDR: a restarted scheduler can rebind while old connections sit in TIME_WAIT.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((bind_address, port))
@@ -325,6 +352,8 @@ async def serve(app: SecureApp, sock: socket.socket, ssl_context: ssl.SSLContext
     from hypercorn.asyncio import serve as hserve
     from hypercorn.config import Config, Sockets
 
+    # Hypercorn would build its own TLS context and sockets from file paths and bind strings;
+    # overriding these hands it the context and the socket made at start-up instead.
     class _Cfg(Config):
         def create_ssl_context(self) -> ssl.SSLContext:
             return ssl_context

@@ -18,31 +18,43 @@ ResourceList = dict[str, str]
 
 
 class NodeSelectorRequirement(Record, gc=False):
+    """``v1.NodeSelectorRequirement``: ``key``, ``operator`` (In, NotIn, Exists, DoesNotExist, Gt, Lt), ``values``."""
+
     key: str = ""
     operator: str = ""
     values: list[str] = []
 
 
 class NodeSelectorTerm(Record, gc=False):
+    """``v1.NodeSelectorTerm``: requirements ANDed; compiled by ``util.labels.compile_term``."""
+
     match_expressions: list[NodeSelectorRequirement] = []
     match_fields: list[NodeSelectorRequirement] = []
 
 
 class NodeSelector(Record, gc=False):
+    """``v1.NodeSelector``: terms ORed (required node affinity, PersistentVolume node affinity)."""
+
     node_selector_terms: list[NodeSelectorTerm] = []
 
 
 class PreferredSchedulingTerm(Record, gc=False):
+    """``v1.PreferredSchedulingTerm``: a weighted node selector term, scored by NodeAffinity."""
+
     weight: int = 0
     preference: NodeSelectorTerm = msgspec.field(default_factory=NodeSelectorTerm)
 
 
 class NodeAffinity(Record, gc=False):
+    """``v1.NodeAffinity``: required terms (Filter) and preferred terms (Score) of NodeAffinity."""
+
     required_during_scheduling_ignored_during_execution: NodeSelector | None = None
     preferred_during_scheduling_ignored_during_execution: list[PreferredSchedulingTerm] = []
 
 
 class PodAffinityTerm(Record, gc=False):
+    """``v1.PodAffinityTerm``: selector, namespaces and topology key, parsed into ``framework.types.AffinityTerm``."""
+
     label_selector: LabelSelector | None = None
     namespaces: list[str] = []
     topology_key: str = ""
@@ -52,22 +64,30 @@ class PodAffinityTerm(Record, gc=False):
 
 
 class WeightedPodAffinityTerm(Record, gc=False):
+    """``v1.WeightedPodAffinityTerm``: a preferred (anti-)affinity term and its weight (1-100)."""
+
     weight: int = 0
     pod_affinity_term: PodAffinityTerm = msgspec.field(default_factory=PodAffinityTerm)
 
 
 class PodAffinity(Record, gc=False):
+    """``v1.PodAffinity`` (also used for ``v1.PodAntiAffinity``, which has the same fields)."""
+
     required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] = []
     preferred_during_scheduling_ignored_during_execution: list[WeightedPodAffinityTerm] = []
 
 
 class Affinity(Record, gc=False):
+    """``v1.Affinity``: node affinity, pod affinity and pod anti-affinity, each optional."""
+
     node_affinity: NodeAffinity | None = None
     pod_affinity: PodAffinity | None = None
     pod_anti_affinity: PodAffinity | None = None
 
 
 class Toleration(Record, gc=False):
+    """``v1.Toleration``: matched against taints (TaintToleration, NodeUnschedulable, PodTopologySpread, gangs)."""
+
     key: str = ""
     operator: str = ""
     value: str = ""
@@ -76,17 +96,23 @@ class Toleration(Record, gc=False):
 
 
 class Taint(Record, gc=False):
+    """``v1.Taint``: ``key``, ``value`` and ``effect`` (NoSchedule, PreferNoSchedule, NoExecute)."""
+
     key: str = ""
     value: str = ""
     effect: str = ""
 
 
 class ResourceRequirements(Record, gc=False):
+    """``v1.ResourceRequirements``: quantity strings; only ``requests`` feed scheduling decisions."""
+
     requests: ResourceList = {}
     limits: ResourceList = {}
 
 
 class ContainerPort(Record, gc=False):
+    """``v1.ContainerPort``: only ports with a ``hostPort`` matter (NodePorts); protocol defaults to TCP."""
+
     container_port: int = 0
     host_port: int = 0
     protocol: str = "TCP"
@@ -94,6 +120,8 @@ class ContainerPort(Record, gc=False):
 
 
 class Container(Record, gc=False):
+    """``v1.Container``: requests, host ports, image (ImageLocality) and ``restartPolicy`` (sidecar init containers)."""
+
     name: str = ""
     image: str = ""
     resources: ResourceRequirements = msgspec.field(default_factory=ResourceRequirements)
@@ -102,6 +130,8 @@ class Container(Record, gc=False):
 
 
 class TopologySpreadConstraint(Record, gc=False):
+    """``v1.TopologySpreadConstraint``: read by PodTopologySpread; ``maxSkew`` and ``minDomains`` are counts."""
+
     max_skew: int = 0
     topology_key: str = ""
     when_unsatisfiable: str = ""
@@ -113,19 +143,27 @@ class TopologySpreadConstraint(Record, gc=False):
 
 
 class PodSchedulingGate(Record, gc=False):
+    """``v1.PodSchedulingGate``: any gate keeps the pod out of activeQ (SchedulingGates PreEnqueue)."""
+
     name: str = ""
 
 
 class PersistentVolumeClaimVolumeSource(Record, gc=False):
+    """``v1.PersistentVolumeClaimVolumeSource``: the claim a pod volume names (volume plugins)."""
+
     claim_name: str = ""
     read_only: bool = False
 
 
 class EphemeralVolumeSource(Record, gc=False):
+    """``v1.EphemeralVolumeSource``: the claim template is kept opaque; only its presence is read."""
+
     volume_claim_template: dict[str, Any] | None = None
 
 
 class Volume(Record, gc=False):
+    """``v1.Volume``: PVC and ephemeral claims, and the in-tree disk sources VolumeRestrictions compares."""
+
     name: str = ""
     persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
     ephemeral: EphemeralVolumeSource | None = None
@@ -144,6 +182,8 @@ class PodResourceClaim(Record, gc=False):
 
 
 class PodSpec(Record):
+    """``v1.PodSpec``: every field a plugin, the queue or the equivalence ``shape`` reads."""
+
     containers: list[Container] = []
     init_containers: list[Container] = []
     node_name: str = ""
@@ -164,6 +204,8 @@ class PodSpec(Record):
 
 
 class PodCondition(Record, gc=False):
+    """``v1.PodCondition``: the recorder reads ``PodScheduled`` to skip patches that change nothing."""
+
     type: str = ""
     status: str = ""
     reason: str = ""
@@ -173,33 +215,45 @@ class PodCondition(Record, gc=False):
 
 
 class PodStatus(Record):
+    """``v1.PodStatus``: ``phase`` (finished pods are no live gang members), conditions, ``nominatedNodeName``."""
+
     phase: str = ""
     conditions: list[PodCondition] = []
     nominated_node_name: str = ""
 
 
 class Pod(Record):
+    """``v1.Pod``: decoded once per informer event, then wrapped in a ``framework.types.PodInfo``."""
+
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: PodSpec = msgspec.field(default_factory=PodSpec)
     status: PodStatus = msgspec.field(default_factory=PodStatus)
 
 
 class NodeSpec(Record, gc=False):
+    """``v1.NodeSpec``: ``unschedulable`` (cordon) and taints."""
+
     unschedulable: bool = False
     taints: list[Taint] = []
 
 
 class ContainerImage(Record, gc=False):
+    """``v1.ContainerImage``: image names and size in bytes, for ImageLocality's image spread."""
+
     names: list[str] = []
     size_bytes: int = 0
 
 
 class NodeCondition(Record, gc=False):
+    """``v1.NodeCondition``: type and status, compared to detect ``UpdateNodeCondition`` events."""
+
     type: str = ""
     status: str = ""
 
 
 class NodeStatus(Record):
+    """``v1.NodeStatus``: ``allocatable`` (what Fit checks against), images and conditions."""
+
     capacity: ResourceList = {}
     allocatable: ResourceList = {}
     images: list[ContainerImage] = []
@@ -207,12 +261,16 @@ class NodeStatus(Record):
 
 
 class Node(Record):
+    """``v1.Node``: decoded once per informer event, then held by a ``framework.types.NodeInfo``."""
+
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: NodeSpec = msgspec.field(default_factory=NodeSpec)
     status: NodeStatus = msgspec.field(default_factory=NodeStatus)
 
 
 class ObjectReference(Record, gc=False):
+    """``v1.ObjectReference``: a PersistentVolume's ``claimRef`` (VolumeBinding)."""
+
     kind: str = ""
     namespace: str = ""
     name: str = ""
@@ -222,10 +280,14 @@ class ObjectReference(Record, gc=False):
 
 
 class VolumeNodeAffinity(Record, gc=False):
+    """``v1.VolumeNodeAffinity``: the nodes a PersistentVolume can be reached from."""
+
     required: NodeSelector | None = None
 
 
 class PersistentVolumeSpec(Record, gc=False):
+    """``v1.PersistentVolumeSpec``: capacity, access modes, class, mode, claimRef and node affinity."""
+
     capacity: ResourceList = {}
     access_modes: list[str] = []
     claim_ref: ObjectReference | None = None
@@ -237,6 +299,8 @@ class PersistentVolumeSpec(Record, gc=False):
 
 
 class PersistentVolumeStatus(Record, gc=False):
+    """``v1.PersistentVolumeStatus``: ``phase`` (an unbound volume must be ``Available`` to match a claim)."""
+
     phase: str = ""
 
 
@@ -249,6 +313,8 @@ class PersistentVolume(Record):
 
 
 class PersistentVolumeClaimSpec(Record, gc=False):
+    """``v1.PersistentVolumeClaimSpec``: what VolumeBinding matches against volumes."""
+
     access_modes: list[str] = []
     selector: LabelSelector | None = None
     resources: ResourceRequirements = msgspec.field(default_factory=ResourceRequirements)
@@ -259,6 +325,8 @@ class PersistentVolumeClaimSpec(Record, gc=False):
 
 
 class PersistentVolumeClaimStatus(Record, gc=False):
+    """``v1.PersistentVolumeClaimStatus``: ``phase`` (a ``Lost`` claim makes its pods unresolvable)."""
+
     phase: str = ""
 
 
@@ -271,11 +339,15 @@ class PersistentVolumeClaim(Record):
 
 
 class TopologySelectorLabelRequirement(Record, gc=False):
+    """``v1.TopologySelectorLabelRequirement``: a label key and its allowed values."""
+
     key: str = ""
     values: list[str] = []
 
 
 class TopologySelectorTerm(Record, gc=False):
+    """``v1.TopologySelectorTerm``: one entry of a StorageClass's ``allowedTopologies``."""
+
     match_label_expressions: list[TopologySelectorLabelRequirement] = []
 
 
@@ -289,10 +361,14 @@ class StorageClass(Record):
 
 
 class Namespace(Record):
+    """``v1.Namespace``: only its labels are read (pod affinity ``namespaceSelector``)."""
+
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
 
 
 class PodSpecHead(Record):
+    """The two ``v1.PodSpec`` fields read of a pod that failed the typed decode."""
+
     scheduler_name: str = ""
     node_name: str = ""
 

@@ -20,6 +20,8 @@ class Record(msgspec.Struct, rename="camel", omit_defaults=True, forbid_unknown_
 
 
 class OwnerReference(Record, gc=False):
+    """``metav1.OwnerReference``: VolumeBinding checks an ephemeral claim is owned by its pod."""
+
     kind: str = ""
     name: str = ""
     uid: str = ""
@@ -27,6 +29,8 @@ class OwnerReference(Record, gc=False):
 
 
 class ObjectMeta(Record):
+    """``metav1.ObjectMeta``: identity, labels, annotations, timestamps (RFC 3339 text) and owners."""
+
     name: str = ""
     namespace: str = ""
     uid: str = ""
@@ -40,17 +44,23 @@ class ObjectMeta(Record):
 
 
 class LabelSelectorRequirement(Record, gc=False):
+    """``metav1.LabelSelectorRequirement``: ``key``, ``operator`` (In, NotIn, Exists, DoesNotExist), ``values``."""
+
     key: str = ""
     operator: str = ""
     values: list[str] = []
 
 
 class LabelSelector(Record, gc=False):
+    """``metav1.LabelSelector``: compiled by ``util.labels.Selector.from_label_selector``."""
+
     match_labels: dict[str, str] = {}
     match_expressions: list[LabelSelectorRequirement] = []
 
 
 class ListMeta(Record, gc=False):
+    """``metav1.ListMeta``: the list's ``resourceVersion`` (where a watch resumes) and the page token."""
+
     resource_version: str = ""
     # msgspec renames "continue_" to "continue" via the explicit name below.
     continue_: str = msgspec.field(default="", name="continue")
@@ -60,6 +70,8 @@ T = TypeVar("T")
 
 
 class ObjectList(Record, Generic[T]):
+    """A ``*List`` envelope (``metav1.ListMeta`` plus ``items`` of type ``T``)."""
+
     metadata: ListMeta = msgspec.field(default_factory=ListMeta)
     items: list[T] = []
 

@@ -52,6 +52,8 @@ class AffinityIndex:
             bucket[key] = node
         if info.required_affinity_terms or info.preferred_affinity_terms or info.preferred_anti_affinity_terms:
             self.scoring_pods[key] = (info, node)
+        # One required pair is enough to file a term under: a pod lacking that label cannot
+        # match the term, whatever its other requirements say.
         for i, t in enumerate(info.required_anti_affinity_terms):
             pair = t.selector.required_pair()
             if pair is None:
@@ -71,6 +73,8 @@ class AffinityIndex:
                 if not bucket:
                     del self.pods_by_label[label]
         self.scoring_pods.pop(key, None)
+        # required_pair() is deterministic, so each term is found under the pair add() used;
+        # this is why remove() needs the same ``info`` that was added.
         for i, t in enumerate(info.required_anti_affinity_terms):
             pair = t.selector.required_pair()
             if pair is None:

@@ -21,27 +21,42 @@ from ome_scheduler.backend.affinity_index import AffinityIndex
 from ome_scheduler.framework.types import GangKey, ImageState, NodeInfo, PodInfo, PodKey
 
 CHANGE_LOG_MAX = 200_000
+"""Entries (node names) the change feed keeps before dropping its older half.
+
+Every node change and every pod accounted or removed appends one entry, so an unbounded
+log would grow for the life of the process. A reader whose cursor falls off the front
+rebuilds from every node (``node_changes`` returns None), which is cheap next to the memory
+saved; halving rather than trimming one entry at a time keeps ``del`` amortised O(1) per
+append.
+"""
 ZONE_LABEL = "topology.kubernetes.io/zone"
 REGION_LABEL = "topology.kubernetes.io/region"
 
 
 @dataclass(slots=True)
 class _PodState:
+    """A cached pod: its PodInfo, the node it is accounted on, and whether it is only assumed."""
+
     info: PodInfo
     node: str
     assumed: bool
 
 
 def _zone_of(node: Node) -> str:
+    """``utilnode.GetZoneKey``: the node tree's zone id; ``""`` groups nodes with neither label."""
     labels = node.metadata.labels
     region, zone = labels.get(REGION_LABEL, ""), labels.get(ZONE_LABEL, "")
     if not region and not zone:
         return ""
-    return f"{region}:\x00:{zone}"
+    return f"{region}:\x00:{zone}"  # upstream's separator, so no region/zone pair can collide
 
 
 class SchedulerCache:
-    """Nodes by name plus pod accounting; every method is O(1) or O(pods on one node)."""
+    """Nodes by name plus pod accounting (``cacheImpl`` in ``cache.go``).
+
+    Pod methods are O(1) or O(pods on one node); :meth:`node_infos` rebuilds in O(nodes) after
+    the node set changed, :meth:`remove_node` is O(nodes in its zone), :meth:`counts` O(pods).
+    """
 
     def __init__(self) -> None:
         self.nodes: dict[str, NodeInfo] = {}
@@ -77,7 +92,13 @@ class SchedulerCache:
         self._list = None
 
     def node_infos(self) -> list[NodeInfo]:
-        """Real nodes (with a Node object), zones interleaved round-robin."""
+        """Real nodes (with a Node object), zones interleaved round-robin.
+
+        Rebuilt only after the tree changed and shared between calls: callers must not mutate
+        the list.
+        """
+        # Interleaving zones (node_tree.go) means a search cut short by percentageOfNodesToScore
+        # has still seen nodes of every zone, not just the first zone's.
         if self._list is None:
             lists = list(self._zones.values())
             out: list[NodeInfo] = []
@@ -97,11 +118,17 @@ class SchedulerCache:
         return self._list
 
     def num_nodes(self) -> int:
+        """Nodes with a Node object (ghost entries of deleted nodes excluded)."""
         return len(self.node_infos())
 
     # ---- nodes ------------------------------------------------------------------------
 
     def add_or_update_node(self, node: Node) -> NodeInfo:
+        """``AddNode``/``UpdateNode``: install ``node`` (re-filing it if its zone changed).
+
+        Returns the node's NodeInfo; an entry that held only the pods of a deleted node (a
+        ghost) becomes real again, its pods still accounted.
+        """
         name = node.metadata.name
         ni = self.nodes.get(name)
         if ni is None:
@@ -114,9 +141,10 @@ class SchedulerCache:
             self._tree_remove(name)
             self._tree_add(name, zone)
         elif ni.node is None:
-            self._list = None
+            self._list = None  # filed in the tree but not listed without a Node object: relist
         if ni.node is None or ni.node.status.images != node.status.images:
             self.version += 1  # a node joined, or image spread changed: cluster-wide scores move
+        # Remove-then-add keeps the shared ImageStates' node sets right when images change.
         self._remove_images(ni.node)
         self._add_images(node, ni)
         ni.set_node(node)
@@ -158,19 +186,27 @@ class SchedulerCache:
         ni.node = None
         self.version += 1
         self._changed(name)
+        # Pod and node events arrive on different watches, so the deletes of this node's pods
+        # may still be on their way. Keeping a ghost NodeInfo (node None, hidden from
+        # node_infos) lets those deletes find and un-account them; the last one drops the
+        # entry (_unaccount). Upstream RemoveNode keeps the NodeInfo for the same reason.
         if not ni.pods:
             del self.nodes[name]
         self._list = None
 
     def get_node_info(self, name: str) -> NodeInfo | None:
+        """The node's NodeInfo, or None when unknown or deleted (a ghost entry)."""
         ni = self.nodes.get(name)
         return ni if ni is not None and ni.node is not None else None
 
     # ---- pods -------------------------------------------------------------------------
 
     def _account(self, info: PodInfo, node: str) -> None:
+        """Add a pod to its node's aggregates, the affinity index and its gang's members."""
         ni = self.nodes.get(node)
         if ni is None:
+            # A pod bound to a node the informer has not delivered yet (or already deleted):
+            # account it on a ghost entry so the node arrives with its pods already counted.
             ni = self.nodes[node] = NodeInfo(node)
         ni.add_pod(info)
         self.affinity_index.add(info.pod_key, info, node)
@@ -179,6 +215,7 @@ class SchedulerCache:
             self.gang_members.setdefault(info.gang_key, {})[info.pod_key] = node
 
     def _unaccount(self, key: PodKey, node: str) -> None:
+        """Undo :meth:`_account`; drops a ghost node entry once its last pod is gone."""
         ni = self.nodes.get(node)
         if ni is None:
             return
@@ -198,6 +235,7 @@ class SchedulerCache:
     # ---- change feed --------------------------------------------------------------------
 
     def _changed(self, node: str) -> None:
+        """Append ``node`` to the change feed (see :data:`CHANGE_LOG_MAX`)."""
         log = self._change_log
         log.append(node)
         if len(log) > CHANGE_LOG_MAX:
@@ -221,6 +259,7 @@ class SchedulerCache:
         return self.gang_members.get(gang, {})
 
     def is_assumed(self, key: PodKey) -> bool:
+        """Whether the pod is assumed (accounted by this scheduler, Binding not yet observed)."""
         st = self.pods.get(key)
         return st is not None and st.assumed
 
@@ -233,6 +272,10 @@ class SchedulerCache:
         key = info.pod_key
         if key in self.pods:
             raise ValueError(f"pod {info.key}({key}) is in the cache, so can't be assumed")
+        # No expiry deadline: upstream's assumed-pod TTL is 0 (durationToExpireAssumedPod), so
+        # an assumption ends only when the informer shows the pod (add_pod) or binding fails
+        # (forget_pod). Expiring it while a slow Binding is in flight would free capacity the
+        # pod is about to use and let a second pod be placed on top of it.
         self.pods[key] = _PodState(info, node, assumed=True)
         self._account(info, node)
 
@@ -251,14 +294,18 @@ class SchedulerCache:
         node = info.pod.spec.node_name
         st = self.pods.get(key)
         if st is not None:
+            # Re-account from scratch: the informer's version replaces the assumed (or older)
+            # one, whose node or requests may differ.
             self._unaccount(key, st.node)
         self.pods[key] = _PodState(info, node, assumed=False)
         self._account(info, node)
 
     def update_pod(self, info: PodInfo) -> None:
+        """``UpdatePod``: re-account the pod's new version (same as :meth:`add_pod`)."""
         self.add_pod(info)
 
     def remove_pod(self, key: PodKey) -> None:
+        """``RemovePod``: un-account a deleted pod, assumed or bound; no-op when unknown."""
         st = self.pods.pop(key, None)
         if st is not None:
             self._unaccount(key, st.node)

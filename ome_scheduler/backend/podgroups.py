@@ -61,6 +61,8 @@ class PodGroupState:
 
     def index_pod(self, pi: PodInfo) -> None:
         """Record the latest version of a pod; moves it between gangs when its label changed."""
+        # A pod's pod-group label is mutable: an update may move it to another gang or out of
+        # every gang, and it must then leave the old gang's member list.
         old = self._gang_of_pod.get(pi.key)
         if old is not None and old != pi.gang_key:
             self._drop(old, pi.key)
@@ -114,6 +116,8 @@ class PodGroupState:
         for key, node in self._cache.placed_members(gang).items():
             ni = nodes.get(node)
             pi = ni.pods.get(key) if ni is not None else None
+            # A ghost entry (Node deleted, its pods not yet) still yields the member, with None:
+            # the member is placed, but on a node that no longer exists.
             if pi is not None:
                 out.append((pi, ni if ni is not None and ni.node is not None else None))
         return out

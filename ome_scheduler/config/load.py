@@ -19,6 +19,7 @@ from ome_scheduler.config.errors import ConfigError
 from ome_scheduler.config.types import KubeSchedulerConfiguration, LeaderElection, Profile
 
 DEFAULT_SCHEDULER_NAME = "ome-scheduler"
+"""``spec.schedulerName`` of the built-in profile: pods opt in with it."""
 
 LEADER_JITTER_FACTOR = 1.2
 """client-go ``leaderelection.JitterFactor``."""
@@ -66,6 +67,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
 
 
 def _path(loc: tuple[Any, ...]) -> str:
+    """A pydantic error location as kube's field path: ``profiles[0].pluginConfig``."""
     out = ""
     for p in loc:
         if isinstance(p, int):
@@ -103,7 +105,7 @@ def parse_config(data: Any, source: str = "config") -> KubeSchedulerConfiguratio
     try:
         cfg = KubeSchedulerConfiguration.model_validate(data)
     except pydantic.ValidationError as exc:
-        e = exc.errors()[0]
+        e = exc.errors()[0]  # the first error only: the message is one line naming one field
         loc = _path(tuple(e["loc"]))
         if e["type"] == "extra_forbidden":
             raise ConfigError(f'{source}: strict decoding error: unknown field "{loc}"') from None
@@ -131,6 +133,7 @@ def validate(cfg: KubeSchedulerConfiguration, source: str = "config") -> None:
     if cfg.extenders:
         raise ConfigError(f"{source}: extenders: Forbidden: scheduler extenders are not supported by ome-scheduler")
     le: LeaderElection = cfg.leader_election
+    # Upstream validates the timings only when leader election is on: with it off they are unused.
     if le.leader_elect:
         if le.lease_duration <= 0:
             raise ConfigError(f"{source}: leaderElection.leaseDuration: Invalid value: must be greater than zero")
@@ -138,6 +141,8 @@ def validate(cfg: KubeSchedulerConfiguration, source: str = "config") -> None:
             raise ConfigError(f"{source}: leaderElection.renewDeadline: Invalid value: must be greater than zero")
         if le.retry_period <= 0:
             raise ConfigError(f"{source}: leaderElection.retryPeriod: Invalid value: must be greater than zero")
+        # A leader must give up (renewDeadline) before a standby may take the lease over
+        # (leaseDuration), or both could act as leader at once.
         if le.lease_duration <= le.renew_deadline:
             raise ConfigError(
                 f"{source}: leaderElection.leaseDuration: Invalid value: "
@@ -179,7 +184,7 @@ def load_config(path: str | None) -> KubeSchedulerConfiguration:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"--config: {path} is not valid YAML: {exc}") from None
-    except RecursionError:
+    except RecursionError:  # e.g. thousands of nested ``[[[...]]]``: the parser recurses per level
         raise ConfigError(f"--config: {path} is nested too deeply to be a configuration") from None
     try:
         return parse_config(data, path)

@@ -18,10 +18,13 @@ from ome_scheduler.util.durations import parse_go_duration
 
 
 class _M(BaseModel):
+    """Base model: camelCase keys (snake_case names accepted too), unknown fields rejected."""
+
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
 
 def _duration(v: Any) -> float:
+    """Seconds from a number or a Go duration string (``"15s"``); ValueError otherwise."""
     if isinstance(v, int | float):
         return float(v)
     if isinstance(v, str):
@@ -44,7 +47,11 @@ class LeaderElection(_M):
 
 
 class ClientConnection(_M):
-    """``ClientConnectionConfiguration``: API client QPS (requests/s) and burst."""
+    """``ClientConnectionConfiguration``: API client QPS (requests/s) and burst.
+
+    ``acceptContentTypes`` and ``contentType`` are accepted for compatibility; the client
+    always speaks JSON (records are decoded with msgspec).
+    """
 
     kubeconfig: str = ""
     accept_content_types: str = ""
@@ -54,16 +61,20 @@ class ClientConnection(_M):
 
 
 class PluginRef(_M):
+    """``Plugin``: a plugin name and, at ``score``/``multiPoint``, its score weight (None: default)."""
+
     name: str
     weight: int | None = None
 
 
 class PluginSet(_M):
+    """``PluginSet``: plugins enabled and disabled at one extension point (``*`` disables all)."""
+
     enabled: list[PluginRef] = []
     disabled: list[PluginRef] = []
 
 
-EXTENSION_POINTS = (
+EXTENSION_POINTS = (  # camelCase names, in the order the framework runs them
     "preEnqueue",
     "queueSort",
     "preFilter",
@@ -80,6 +91,8 @@ EXTENSION_POINTS = (
 
 
 class Plugins(_M):
+    """``Plugins``: one PluginSet per extension point (the runtime merges them over the defaults)."""
+
     multi_point: PluginSet = PluginSet()
     pre_enqueue: PluginSet = PluginSet()
     queue_sort: PluginSet = PluginSet()
@@ -95,15 +108,23 @@ class Plugins(_M):
     post_bind: PluginSet = PluginSet()
 
     def point(self, camel: str) -> PluginSet:
+        """The set of extension point ``camel`` (``"preFilter"``).
+
+        Raises:
+            AttributeError: not an extension point name.
+        """
         ps: PluginSet = getattr(self, _snake(camel))
         return ps
 
 
 def _snake(camel: str) -> str:
+    """``"preFilter"`` -> ``"pre_filter"``."""
     return "".join("_" + c.lower() if c.isupper() else c for c in camel)
 
 
 class PluginConfig(_M):
+    """``PluginConfig``: raw ``args`` for one plugin, validated by the plugin when built."""
+
     name: str
     args: dict[str, Any] | None = None
 
@@ -118,6 +139,8 @@ class Profile(_M):
 
 
 class Extender(_M):
+    """``Extender``: any fields accepted, so ``validate`` rejects extenders with a clear message."""
+
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
     url_prefix: str = ""
 

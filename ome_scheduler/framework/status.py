@@ -48,20 +48,23 @@ class Status:
 
     def __init__(self, code: Code, *reasons: str, plugin: str = "", error: BaseException | None = None):
         self.code = code
-        self.reasons: list[str] = [r for r in reasons if r]
+        self.reasons: list[str] = [r for r in reasons if r]  # empty reasons would add bare ", "
         self.plugin = plugin
         self.error = error
 
     @classmethod
     def unschedulable(cls, *reasons: str) -> Status:
+        """Unschedulable: this node fails now, but a cluster change or preemption may help."""
         return cls(Code.UNSCHEDULABLE, *reasons)
 
     @classmethod
     def unresolvable(cls, *reasons: str) -> Status:
+        """UnschedulableAndUnresolvable: this node fails and preempting pods on it cannot help."""
         return cls(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, *reasons)
 
     @classmethod
     def as_error(cls, err: BaseException) -> Status:
+        """``AsStatus``: an Error status carrying ``err`` and its text as the reason."""
         return cls(Code.ERROR, str(err), error=err)
 
     def message(self) -> str:
@@ -69,16 +72,20 @@ class Status:
         return ", ".join(self.reasons)
 
     def with_plugin(self, plugin: str) -> Status:
+        """Attribute the status to ``plugin`` (in place) and return it, for chaining."""
         self.plugin = plugin
         return self
 
     def is_success(self) -> bool:
+        """Code is Success (a ``None`` status is success too, without an object)."""
         return self.code == Code.SUCCESS
 
     def is_wait(self) -> bool:
+        """Code is Wait (a Permit plugin parks the pod)."""
         return self.code == Code.WAIT
 
     def is_skip(self) -> bool:
+        """Code is Skip (PreFilter/PreScore: skip the plugin's Filter/Score; Bind: not this binder)."""
         return self.code == Code.SKIP
 
     def is_rejected(self) -> bool:

@@ -67,6 +67,8 @@ def next_generation() -> int:
 
 def is_extended_resource_name(name: str) -> bool:
     """``v1helper.IsExtendedResourceName``: a domain-prefixed name outside ``kubernetes.io/``."""
+    # Native names (no domain, or a kubernetes.io domain) are not extended; an extended name
+    # must also be valid as the quota key ``requests.<name>``.
     if "/" not in name or "kubernetes.io/" in name or name.startswith("requests."):
         return False
     from ome_scheduler.util.validation import is_qualified_name
@@ -111,7 +113,12 @@ class Resource:
 
     @classmethod
     def from_list(cls, rl: Mapping[str, str]) -> Resource:
-        """``NewResource``: parse a ResourceList (quantity strings)."""
+        """``NewResource``: parse a ResourceList (quantity strings).
+
+        Raises:
+            QuantityError: a value is not a quantity (the API server validates them, so only
+                hand-built objects can trigger it).
+        """
         r = cls()
         r.add_list(rl)
         return r
@@ -142,6 +149,7 @@ class Resource:
                 s[k] = s.get(k, 0) + sign * v
 
     def clone(self) -> Resource:
+        """A deep copy (the ``scalar`` dict is copied too)."""
         return Resource(self.milli_cpu, self.memory, self.ephemeral_storage, self.allowed_pod_number, dict(self.scalar))
 
     def get(self, name: str) -> int:
@@ -164,11 +172,13 @@ class Resource:
 
 
 def _add_map(dst: dict[str, int], src: Mapping[str, int]) -> None:
+    """``addResourceList``: add ``src`` into ``dst`` key by key."""
     for k, v in src.items():
         dst[k] = dst.get(k, 0) + v
 
 
 def _max_map(dst: dict[str, int], src: Mapping[str, int]) -> None:
+    """``maxResourceList``: per-key max into ``dst``; a key missing from ``dst`` is added even at 0."""
     for k, v in src.items():
         if v > dst.get(k, 0) or k not in dst:
             dst[k] = max(dst.get(k, 0), v)
@@ -188,6 +198,9 @@ def pod_requests(pod: Pod, non_missing: Mapping[str, int] | None = None) -> dict
     container; pod-level ``spec.resources.requests`` for cpu, memory and hugepages replace
     the container aggregate; ``spec.overhead`` is added last. ``non_missing`` gives the
     amounts to assume for a container that requests none (the scoring defaults).
+
+    Raises:
+        QuantityError: a request is not a quantity.
     """
 
     def container_reqs(rl: Mapping[str, str]) -> dict[str, int]:
@@ -204,6 +217,8 @@ def pod_requests(pod: Pod, non_missing: Mapping[str, int] | None = None) -> dict
         _add_map(reqs, container_reqs(c.resources.requests))
     restartable: dict[str, int] = {}
     init_max: dict[str, int] = {}
+    # Init containers run one at a time, each alongside the sidecars started before it; sidecars
+    # keep running with the app containers, so they also join the app containers' sum.
     for c in spec.init_containers:
         cr = container_reqs(c.resources.requests)
         if c.restart_policy == "Always":
@@ -227,6 +242,7 @@ def pod_requests(pod: Pod, non_missing: Mapping[str, int] | None = None) -> dict
 
 
 def _pod_level_requests_set(pod: Pod) -> bool:
+    """Whether ``spec.resources.requests`` sets cpu, memory or hugepages (PodLevelResources)."""
     res = pod.spec.resources
     if res is None:
         return False
@@ -234,6 +250,7 @@ def _pod_level_requests_set(pod: Pod) -> bool:
 
 
 def _to_resource(reqs: Mapping[str, int]) -> Resource:
+    """A Resource from already parsed amounts (see :func:`pod_requests`); unknown names dropped."""
     r = Resource()
     for name, v in reqs.items():
         if name == "cpu":
@@ -288,6 +305,13 @@ class AffinityTerm:
 
 
 def _affinity_term(pod: Pod, t: PodAffinityTerm, weight: int = 0) -> AffinityTerm:
+    """``newAffinityTerm``: parse one term of ``pod``.
+
+    Raises:
+        ValueError: a selector upstream's ``LabelSelectorAsSelector`` rejects.
+    """
+    # Neither namespaces nor a selector means "the pod's own namespace"; an empty selector ({})
+    # instead means every namespace, so only a missing one takes the default.
     if not t.namespaces and t.namespace_selector is None:
         namespaces = frozenset((pod.metadata.namespace,))
     else:
@@ -302,6 +326,7 @@ def _affinity_term(pod: Pod, t: PodAffinityTerm, weight: int = 0) -> AffinityTer
 
 
 def _weighted(pod: Pod, terms: Iterable[WeightedPodAffinityTerm]) -> tuple[AffinityTerm, ...]:
+    """Parse preferred terms, keeping each weight."""
     return tuple(_affinity_term(pod, w.pod_affinity_term, w.weight) for w in terms)
 
 
@@ -360,6 +385,8 @@ class PodInfo:
         self.priority = spec.priority or 0
         reqs = pod_requests(pod)
         self.requests = _to_resource(reqs)
+        # Scoring defaults (100m, 200 MiB) stand in for requests nobody set: with pod-level
+        # requests only the resources the pod level leaves out get a default.
         if _pod_level_requests_set(pod):
             non_missing = {
                 k: v
@@ -387,11 +414,15 @@ class PodInfo:
                 req_anti = tuple(_affinity_term(pod, t) for t in pa.required_during_scheduling_ignored_during_execution)
                 pref_anti = _weighted(pod, pa.preferred_during_scheduling_ignored_during_execution)
         except ValueError as exc:
+            # Kept, not raised: the cache must still account the pod, and InterPodAffinity's
+            # PreFilter turns the error into an UnschedulableAndUnresolvable status.
             self.parse_error = str(exc)
         self.required_affinity_terms = req_aff
         self.required_anti_affinity_terms = req_anti
         self.preferred_affinity_terms = pref_aff
         self.preferred_anti_affinity_terms = pref_anti
+        # Sidecars (restartable init containers) hold their host ports for the pod's lifetime;
+        # ordinary init containers have exited before the app containers start.
         ports: list[tuple[str, str, int]] = []
         for c in spec.init_containers:
             if c.restart_policy == "Always":
@@ -436,6 +467,8 @@ class PodInfo:
         """A copy whose pod has ``spec.nodeName = node`` (the assumed pod); derived data is shared."""
         import msgspec
 
+        # Copy the slots rather than re-running __init__: nothing derived depends on nodeName,
+        # and this runs once per assumed pod on the hot path.
         clone = PodInfo.__new__(PodInfo)
         for slot in PodInfo.__slots__:
             setattr(clone, slot, getattr(self, slot))
@@ -465,11 +498,13 @@ class HostPortInfo:
         self.by_ip: dict[str, set[tuple[str, int]]] = {}
 
     def add(self, ip: str, protocol: str, port: int) -> None:
+        """Mark ``protocol/port`` used on ``ip`` (empty: ``0.0.0.0``, protocol default TCP); port 0 is none."""
         if port <= 0:
             return
         self.by_ip.setdefault(ip or "0.0.0.0", set()).add((protocol or "TCP", port))
 
     def remove(self, ip: str, protocol: str, port: int) -> None:
+        """Free ``protocol/port`` on ``ip`` (same defaults as :meth:`add`); no-op when unused."""
         if port <= 0:
             return
         ip = ip or "0.0.0.0"
@@ -507,6 +542,7 @@ class ImageState:
 
     @property
     def num_nodes(self) -> int:
+        """Nodes in the cluster that hold the image."""
         return len(self.nodes)
 
 
@@ -575,6 +611,10 @@ class NodeInfo:
         return pi
 
     def _update(self, pi: PodInfo, sign: int) -> None:
+        """Add (``sign=1``) or subtract (``-1``) one pod's contribution and bump ``generation``.
+
+        ``requested.allowed_pod_number`` stays 0: the pod count is ``len(self.pods)``.
+        """
         r = self.requested
         q = pi.requests
         r.milli_cpu += sign * q.milli_cpu
@@ -591,6 +631,8 @@ class NodeInfo:
                 self.used_ports.add(ip, proto, port)
             else:
                 self.used_ports.remove(ip, proto, port)
+        # ``PVCRefCounts``: pods per claim on this node; VolumeRestrictions asks whether a
+        # ReadWriteOncePod claim is already in use anywhere.
         for vol in pi.pod.spec.volumes:
             if vol.persistent_volume_claim is None:
                 continue
@@ -627,8 +669,10 @@ class QueuedPodInfo:
 
     @property
     def pod(self) -> Pod:
+        """The queued pod (``pod_info.pod``)."""
         return self.pod_info.pod
 
     @property
     def gated(self) -> bool:
+        """Held back by a PreEnqueue plugin (``gating_plugin``) and never attempted while gated."""
         return self.gating_plugin != ""

@@ -26,6 +26,8 @@ class WaitingPod:
         loop = asyncio.get_running_loop()
         self._future: asyncio.Future[Status | None] = loop.create_future()
         self._pending: dict[str, asyncio.TimerHandle] = {}
+        # One timer per waiting plugin: the first to fire rejects the pod in the name of the
+        # plugin whose wait ran out, which is the message the user sees.
         for plugin, timeout in timeouts.items():
             msg = f"rejected due to timeout after waiting {format_go_duration(timeout)} at plugin {plugin}"
             self._pending[plugin] = loop.call_later(timeout, self.reject, plugin, msg)
@@ -36,6 +38,7 @@ class WaitingPod:
         return self.pod_info.pod_key
 
     def pending_plugins(self) -> list[str]:
+        """Plugins that returned Wait and have not allowed the pod yet."""
         return list(self._pending)
 
     def allow(self, plugin: str) -> None:
@@ -48,6 +51,8 @@ class WaitingPod:
 
     def reject(self, plugin: str, message: str) -> None:
         """Fail the wait with Unschedulable ``message``, attributed to ``plugin``."""
+        # Idempotent: the first outcome (allow, reject or timeout) wins, later calls only
+        # cancel timers that are already gone.
         for h in self._pending.values():
             h.cancel()
         self._pending.clear()
@@ -59,6 +64,7 @@ class WaitingPod:
         return await self._future
 
     def done(self) -> bool:
+        """Whether the wait has ended (allowed or rejected)."""
         return self._future.done()
 
     @property
@@ -86,6 +92,7 @@ class WaitingPodsMap:
         return self._pods.get(key)
 
     def values(self) -> list[WaitingPod]:
+        """A snapshot list of the waiting pods (safe to iterate while allowing or rejecting)."""
         return list(self._pods.values())
 
     def __len__(self) -> int:

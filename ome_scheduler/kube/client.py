@@ -76,8 +76,14 @@ class TokenBucket:
         self._lock = asyncio.Lock()
 
     async def acquire(self) -> None:
+        """Take one token, sleeping until it is earned; ``qps <= 0`` disables the limit.
+
+        A caller that had to sleep leaves the bucket empty: the token it waited for is spent
+        and nothing accrued during the sleep is banked.
+        """
         if self.rate <= 0:
             return
+        # The lock serialises waiters, so tokens are handed out in arrival order.
         async with self._lock:
             now = time.monotonic()
             self.tokens = min(self.cap, self.tokens + (now - self.last) * self.rate)
@@ -105,6 +111,13 @@ class PriorityGate:
         return sum(1 for _, _, fut in self._waiters if not fut.done())
 
     async def acquire(self, priority: int) -> None:
+        """Wait for a slot; lower ``priority`` values are admitted first.
+
+        Raises:
+            asyncio.CancelledError: cancelled while waiting (no slot is held afterwards).
+        """
+        # Fast path only when nobody queues: a free slot must not let a newcomer overtake a
+        # waiter that release() is about to admit.
         if self.in_use < self.capacity and not self._waiters:
             self.in_use += 1
             return
@@ -118,6 +131,7 @@ class PriorityGate:
             raise
 
     def release(self) -> None:
+        """Give back a slot and admit the best waiters that fit, skipping cancelled ones."""
         self.in_use -= 1
         while self._waiters and self.in_use < self.capacity:
             _, _, fut = heapq.heappop(self._waiters)
@@ -160,6 +174,11 @@ class KubeClient:
 
     @property
     def session(self) -> aiohttp.ClientSession:
+        """The aiohttp session (30 s total / 10 s connect timeouts), created on first use.
+
+        Created lazily because a session binds to the running event loop, which does not
+        exist yet when the client is built; a closed session is replaced.
+        """
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
                 base_url=self.server,
@@ -187,10 +206,12 @@ class KubeClient:
         return cls(auth.server, ctx, auth.token, qps=qps, burst=burst, auth=auth)
 
     async def close(self) -> None:
+        """Close the HTTP session and its connections (the client reopens one if used again)."""
         if self._session is not None:
             await self._session.close()
 
     async def _reauth(self) -> None:
+        """Re-read credentials (rotated service-account token) and swap the bearer header."""
         if self._auth is None:
             return
         await self._auth.reauthenticate()
@@ -216,8 +237,9 @@ class KubeClient:
     ) -> bytes:
         """Send one request (rate limited, retried) and return the response body.
 
-        ``priority`` orders it among requests waiting for a slot (``PRIORITY_*``, lower first);
-        When ``abandon`` completes before the request got a slot, it is dropped unsent and
+        ``priority`` orders it among requests waiting for a slot (``PRIORITY_*``, lower first).
+        ``timeout`` (seconds) replaces the session's 30 s total timeout for this request. When
+        ``abandon`` completes before the request got a slot, it is dropped unsent and
         ``b""`` is returned; once sent, a request is never abandoned.
 
         Raises:
@@ -249,16 +271,21 @@ class KubeClient:
             else:
                 failed = False
             finally:
+                # The slot is held only while on the wire: a request sleeping before its retry
+                # must not block higher-priority requests.
                 self.gate.release()
             if failed:
                 await asyncio.sleep(min(5.0, 0.2 * 2**attempt) * (0.5 + random.random()))
                 continue
             if status < 300:
                 return data
+            # A 401 most often means the projected service-account token was rotated: re-read
+            # it once; a second 401 is a real authentication failure.
             if status == 401 and not reauthed and self._auth is not None:
                 reauthed = True
                 await self._reauth()
                 continue
+            # 429 (API Priority and Fairness) and 5xx are transient; 501 Not Implemented is not.
             if (status == 429 or status >= 500) and status != 501 and attempt < retries:
                 attempt += 1
                 delay = min(5.0, 0.2 * 2**attempt)
@@ -287,22 +314,32 @@ class KubeClient:
         return True  # admitted in the same tick as the cancel
 
     async def get(self, path: str, params: dict[str, str] | None = None, **kw: Any) -> bytes:
+        """GET ``path`` with query ``params``; see :meth:`request` for ``kw`` and errors."""
         return await self.request("GET", path, params=params, **kw)
 
     async def post(self, path: str, body: Any, **kw: Any) -> bytes:
+        """POST ``body`` (JSON-encoded unless bytes); see :meth:`request` for ``kw`` and errors."""
         return await self.request("POST", path, body=body, **kw)
 
     async def put(self, path: str, body: Any, **kw: Any) -> bytes:
+        """PUT (replace) an object; an outdated ``metadata.resourceVersion`` raises ``ApiError`` 409."""
         return await self.request("PUT", path, body=body, **kw)
 
     async def patch(self, path: str, body: Any, content_type: str = "application/merge-patch+json", **kw: Any) -> bytes:
+        """PATCH with ``content_type`` (JSON merge patch by default); see :meth:`request`."""
         return await self.request("PATCH", path, body=body, content_type=content_type, **kw)
 
     async def delete(self, path: str, **kw: Any) -> bytes:
+        """DELETE ``path``; see :meth:`request` for ``kw`` and errors."""
         return await self.request("DELETE", path, **kw)
 
     async def watch_lines(self, path: str, params: dict[str, str], read_timeout: float) -> AsyncIterator[bytes]:
         """Stream a watch: yield each non-empty line (one JSON event) until the server closes.
+
+        ``read_timeout`` (seconds) bounds the silence between chunks; it should exceed the
+        watch's ``timeoutSeconds`` so the server, not the client, ends a quiet watch. Rate limited
+        but outside the in-flight gate (a watch holds its connection for minutes), and not
+        retried: the informer owns the retry.
 
         Raises:
             ApiError: the server refused the watch (410 Gone among others).
@@ -311,12 +348,12 @@ class KubeClient:
         tmo = aiohttp.ClientTimeout(total=None, connect=10.0, sock_read=read_timeout)
         async with self.session.get(path, params=params, timeout=tmo) as r:
             if r.status == 401 and self._auth is not None:
-                await self._reauth()
+                await self._reauth()  # the informer's retry then watches with the new token
             if r.status >= 300:
                 raise _api_error(r.status, r.reason or "", await r.read())
             buf = b""
             async for chunk in r.content.iter_any():
-                buf += chunk
+                buf += chunk  # a chunk may end mid-event, or hold several events
                 while True:
                     i = buf.find(b"\n")
                     if i < 0:
@@ -341,6 +378,7 @@ class KubeClient:
 
 
 def _api_error(status: int, reason: str, data: bytes) -> ApiError:
+    """An ApiError from a ``metav1.Status`` body; proxies and old servers may send plain text."""
     try:
         st = _STATUS.decode(data)
         return ApiError(status, st.reason or reason, st.message or data[:500].decode(errors="replace"))
@@ -349,4 +387,5 @@ def _api_error(status: int, reason: str, data: bytes) -> ApiError:
 
 
 def hostname() -> str:
+    """This machine's host name (the pod name in a cluster): part of event and lease identities."""
     return socket.gethostname()

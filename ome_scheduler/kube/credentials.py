@@ -17,6 +17,8 @@ def credentials_error(kubeconfig: str | None, master: str | None, exc: BaseExcep
     """One line saying why no API client could be built, naming the flag or file at fault."""
     source = "--kubeconfig" if kubeconfig else "KUBECONFIG"
     path = kubeconfig or os.environ.get("KUBECONFIG", "")
+    # With --master and no kubeconfig no file is involved, so only kr8s' error is reported;
+    # otherwise fall back as kr8s does: ~/.kube/config, then the in-cluster service account.
     if not path and not master:
         default = os.path.expanduser("~/.kube/config")
         if os.path.exists(default):
@@ -27,6 +29,8 @@ def credentials_error(kubeconfig: str | None, master: str | None, exc: BaseExcep
                 "or run in a pod with a service account"
             )
     if path:
+        # KUBECONFIG may list several files (``:``-separated, merged as kubectl does): name the
+        # first missing or malformed one.
         for p in path.split(os.pathsep):
             if p and not os.path.isfile(p):
                 return f"cannot read kubeconfig {p} ({source}): no such file"

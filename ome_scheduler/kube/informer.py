@@ -33,7 +33,9 @@ class Object(Protocol):
     """What the informer needs of a record: its metadata (every API record has one)."""
 
     @property
-    def metadata(self) -> ObjectMeta: ...
+    def metadata(self) -> ObjectMeta:
+        """The object's ``metav1.ObjectMeta`` (name, namespace, resourceVersion...)."""
+        ...
 
 
 T = TypeVar("T", bound=Object)
@@ -46,7 +48,7 @@ class _RawList(msgspec.Struct):
 
 
 class _Expired(Exception):
-    pass
+    """The watch's resourceVersion is gone (410): only a relist can resume."""
 
 
 _EVENT = msgspec.json.Decoder(RawWatchEvent)
@@ -56,6 +58,7 @@ _STATUS = msgspec.json.Decoder(Status)
 
 
 def object_key(meta: Any) -> str:
+    """The store key of an object: ``namespace/name``, or ``name`` for cluster-scoped objects."""
     return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
 
 
@@ -99,6 +102,7 @@ class Informer(Generic[T]):
         self.resource_version = ""
 
     def _decode(self, raw: bytes) -> T | None:
+        """The typed record, or None after logging and recording the error in ``invalid``."""
         try:
             return self.decoder.decode(raw)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -115,10 +119,11 @@ class Informer(Generic[T]):
             return None
 
     async def _list(self) -> None:
+        """LIST every page, then swap the store in one step and emit the differences."""
         items: dict[str, T] = {}
         cont = ""
         rv = ""
-        self.invalid = {}
+        self.invalid = {}  # the list re-decodes every object: errors are found afresh
         while True:
             params = {"limit": "500", **self.params}
             if cont:
@@ -129,11 +134,15 @@ class Informer(Generic[T]):
                 obj = self._decode(bytes(raw))
                 if obj is not None:
                     items[object_key(obj.metadata)] = obj
+            # Every page carries the resourceVersion of the snapshot the first page started; the
+            # watch resumes from it, so nothing between the pages and the watch is missed.
             rv = lst.metadata.resource_version
             cont = lst.metadata.continue_
             if not cont:
                 break
         if self.keep_stale:
+            # An object that exists but no longer decodes keeps its last readable version (a
+            # bound pod still occupies its node); without this the relist would delete it.
             for k in self.invalid:
                 if k not in items and k in self.store:
                     items[k] = self.store[k]
@@ -141,6 +150,7 @@ class Informer(Generic[T]):
         self.resource_version = rv
 
     def _replace(self, items: dict[str, T]) -> None:
+        """Install a relisted store; deliver deletes, adds, then updates of changed objects."""
         old = self.store
         self.store = items
         for k, obj in old.items():
@@ -151,10 +161,20 @@ class Informer(Generic[T]):
             if prev is None:
                 if self.on_add is not None:
                     self.on_add(obj)
+            # Same resourceVersion: unchanged. A relist after 410 would otherwise send a no-op
+            # update for every object, each one a queue move for the scheduler.
             elif self.on_update is not None and prev.metadata.resource_version != obj.metadata.resource_version:
                 self.on_update(prev, obj)
 
     async def _watch(self) -> None:
+        """One WATCH from ``resource_version`` until the server ends it.
+
+        Raises:
+            _Expired: the server answered 410 Gone (the version was compacted away).
+            ApiError / transport errors: anything else; the caller backs off and re-watches.
+        """
+        # client-go's reflector picks a random 5-10 minute timeout so that the watches of many
+        # clients do not all end, and reconnect, at the same moment.
         timeout = random.randint(300, 600)
         params = {
             **self.params,
@@ -172,9 +192,17 @@ class Informer(Generic[T]):
             raise
 
     def _handle_line(self, line: bytes) -> None:
+        """Apply one watch event to the store and call the handlers.
+
+        Raises:
+            _Expired: an ``ERROR`` event with code 410.
+            ApiError: any other ``ERROR`` event.
+        """
         ev = _EVENT.decode(line)
         raw = bytes(ev.object)
         if ev.type == "BOOKMARK":
+            # Bookmarks only move the resume point forward, so a re-watch after a quiet period
+            # does not start from a version etcd has already compacted (and get a 410).
             self.resource_version = _META.decode(raw).metadata.resource_version
             return
         if ev.type == "ERROR":
@@ -183,6 +211,8 @@ class Informer(Generic[T]):
                 raise _Expired
             raise ApiError(st.code, st.reason, st.message)
         if ev.type == "DELETED":
+            # A deletion must reach the handlers even when the final state is unreadable, or
+            # the cache would keep accounting a pod that is gone.
             try:
                 gone: T | None = self.decoder.decode(raw)
             except (msgspec.DecodeError, msgspec.ValidationError):
@@ -207,6 +237,8 @@ class Informer(Generic[T]):
             except (msgspec.DecodeError, msgspec.ValidationError):
                 return  # not even its metadata is readable: nothing to key it by
             self.resource_version = meta.resource_version
+            # The stored version no longer describes the object: drop it, unless the owner must
+            # keep counting it (pods: a bound pod's requests stay on its node until deletion).
             if not self.keep_stale:
                 prev = self.store.pop(object_key(meta), None)
                 if prev is not None and self.on_delete is not None:
@@ -227,6 +259,7 @@ class Informer(Generic[T]):
 
     async def run(self) -> None:
         """Run forever: list, then watch; relist on 410; back off on errors."""
+        # client-go's reflector backs off exponentially from 800 ms to 30 s.
         backoff = 0.8
         while True:
             try:
@@ -238,11 +271,13 @@ class Informer(Generic[T]):
                         await self._watch()
                         backoff = 0.8
                     except _Expired:
+                        # 410: etcd compacted the version we would resume from, so events in
+                        # between are lost; only a fresh LIST (diffed by _replace) recovers them.
                         log.info("watch expired, relisting", v=2, informer=self.name)
                         break
                     except (*TRANSPORT_ERRORS, ApiError) as exc:
                         if isinstance(exc, ApiError) and exc.code == 404:
-                            raise
+                            raise  # the resource went away (CRD deleted): relist until it returns
                         log.info("watch failed, retrying", v=2, informer=self.name, error=str(exc))
                         await asyncio.sleep(min(30.0, backoff) * (1 + 0.2 * random.random()))
                         backoff *= 2

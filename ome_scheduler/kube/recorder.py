@@ -29,7 +29,9 @@ from ome_scheduler.util.timestamps import now_micro, now_rfc3339
 
 log = get_logger()
 NOTE_LENGTH_LIMIT = 1024
+"""Maximum event ``note`` size in bytes (``events.k8s.io/v1`` validation)."""
 FINISH_TIME = 6 * 60.0
+"""Seconds an event stays in the series cache (client-go ``tools/events`` ``finishTime``)."""
 
 
 def truncate_message(msg: str) -> str:
@@ -43,6 +45,8 @@ def truncate_message(msg: str) -> str:
 
 @dataclass
 class _Cached:
+    """An event recently created: where it lives, when (``time.time()``), and its repeats."""
+
     name: str
     namespace: str
     created: float
@@ -61,6 +65,9 @@ class Recorder:
         self.max_pending = max_pending
 
     def _spawn(self, coro: Any) -> None:
+        """Run one write in the background, or drop it when ``max_pending`` are in flight."""
+        # Bounded so that an unreachable API server cannot grow memory without limit; events and
+        # status patches are best effort (the next attempt writes them again).
         if len(self._tasks) >= self.max_pending:
             coro.close()
             log.error("dropping an API write: too many pending", pending=len(self._tasks))
@@ -95,6 +102,8 @@ class Recorder:
         key = (type_, action, reason, controller, md.namespace, md.name, md.uid, md.resource_version)
         cached = self._cache.get(key)
         if cached is not None:
+            # Only the first repeat is written (it turns the event into a series); later ones are
+            # counted locally, so a pod failing every backoff does not cost a write per attempt.
             cached.count += 1
             if cached.count == 2:
                 self._spawn(self._patch_series(cached))
@@ -117,6 +126,7 @@ class Recorder:
         self._spawn(self._create(body))
 
     async def _create(self, body: dict[str, Any]) -> None:
+        """POST an event, retrying transport errors and 5xx up to 12 times about 10 s apart."""
         ns = body["metadata"]["namespace"]
         for attempt in range(12):
             try:
@@ -125,6 +135,8 @@ class Recorder:
                 )
                 return
             except ApiError as exc:
+                # 409: the event exists already (an earlier attempt landed). Other 4xx would fail
+                # again, so only 5xx falls through to the retry.
                 if exc.code == 409 or exc.code < 500:
                     if exc.code != 409:
                         log.error("unable to write event", reason=body["reason"], error=str(exc))
@@ -136,6 +148,7 @@ class Recorder:
             await asyncio.sleep(10.0 * (0.75 + random.random() / 2))
 
     async def _patch_series(self, c: _Cached) -> None:
+        """Mark event ``c`` as a series of 2 (``recordEvent``'s isomorphic-event path)."""
         series = {"count": 2, "lastObservedTime": now_micro()}
         try:
             await self.client.patch(
@@ -161,6 +174,8 @@ class Recorder:
             return
         status: dict[str, Any] = {}
         if needs_cond:
+            # The transition time moves only when the status does; a new reason or message
+            # while still False keeps the time the pod first became unschedulable.
             transition = cond.last_transition_time if cond is not None and cond.status == "False" else None
             c: dict[str, Any] = {
                 "type": "PodScheduled",
@@ -174,7 +189,7 @@ class Recorder:
                 c["observedGeneration"] = pod.metadata.generation
             status["conditions"] = [c]
         if needs_nnn:
-            status["nominatedNodeName"] = None
+            status["nominatedNodeName"] = None  # null deletes the field in a strategic merge patch
         self._spawn(self._patch_status(pod, {"status": status}))
 
     async def nominate(self, pod: Pod, node: str, abandon: asyncio.Future[Any] | None = None) -> None:
@@ -191,6 +206,7 @@ class Recorder:
     async def _patch_status(
         self, pod: Pod, patch: dict[str, Any], *, abandon: asyncio.Future[Any] | None = None
     ) -> None:
+        """PATCH the pod's status subresource; a 404 (pod already deleted) is not an error."""
         md = pod.metadata
         try:
             await self.client.patch(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+# Seconds per unit; Go accepts both ``us`` and ``µs`` for microseconds.
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 
@@ -15,6 +16,8 @@ def format_go_duration(seconds: float) -> str:
         return "0s"
     sign = "-" if ns < 0 else ""
     ns = abs(ns)
+    # Go prints sub-second durations in the largest unit that keeps a non-zero integer part
+    # (``1.5ms``), and longer ones as h/m/s with the zero leading parts left out.
     if ns < 1_000_000_000:
         for unit, div in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
             if ns >= div:
@@ -31,6 +34,7 @@ def format_go_duration(seconds: float) -> str:
 
 
 def _trim(v: float) -> str:
+    """A float as Go formats a duration part: up to 9 decimals, trailing zeros removed."""
     text = f"{v:.9f}".rstrip("0").rstrip(".")
     return text or "0"
 
@@ -45,7 +49,7 @@ def parse_go_duration(text: str) -> float:
     if not t:
         raise ValueError("empty duration")
     try:
-        return float(t)
+        return float(t)  # a bare number is seconds (YAML numbers); Go itself accepts only "0"
     except ValueError:
         pass
     sign = -1.0 if t.startswith("-") else 1.0
@@ -53,7 +57,7 @@ def parse_go_duration(text: str) -> float:
     pos = 0
     total = 0.0
     for m in _PART.finditer(t):
-        if m.start() != pos:
+        if m.start() != pos:  # something that is not a number+unit sits between two parts
             raise ValueError(f"time: invalid duration {text!r}")
         total += float(m.group(1)) * _UNITS[m.group(2)]
         pos = m.end()

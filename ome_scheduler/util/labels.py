@@ -36,11 +36,13 @@ class Requirement:
     values: frozenset[str]
 
     def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether ``labels`` satisfy the requirement; an unknown operator matches nothing."""
         op = self.op
         if op == "In":
             v = labels.get(self.key)
             return v is not None and v in self.values
         if op == "NotIn":
+            # As upstream: a missing key is "not in" any set (use Exists to require the key).
             v = labels.get(self.key)
             return v is None or v not in self.values
         if op == "Exists":
@@ -48,6 +50,8 @@ class Requirement:
         if op == "DoesNotExist":
             return self.key not in labels
         if op in ("Gt", "Lt"):
+            # Gt/Lt take exactly one integer value; a value or label that is not an int64 fails
+            # the requirement rather than raising, as upstream's ``Requirement.Matches`` does.
             v = labels.get(self.key)
             if v is None or len(self.values) != 1:
                 return False
@@ -74,10 +78,12 @@ class Selector:
 
     @classmethod
     def nothing(cls) -> Selector:
+        """A selector that matches no label set (a nil ``metav1.LabelSelector``)."""
         return cls((), nothing=True)
 
     @classmethod
     def everything(cls) -> Selector:
+        """A selector that matches every label set (an empty ``metav1.LabelSelector``)."""
         return cls(())
 
     @classmethod
@@ -90,6 +96,7 @@ class Selector:
         """
         if sel is None:
             return cls.nothing()
+        # Sorted so that equal selectors compile to equal requirement tuples (and index keys).
         reqs = [Requirement(k, "In", frozenset((v,))) for k, v in sorted(sel.match_labels.items())]
         for e in sel.match_expressions:
             if e.operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
@@ -107,6 +114,7 @@ class Selector:
         return cls([Requirement(k, "In", frozenset((v,))) for k, v in sorted(labels.items())])
 
     def is_nothing(self) -> bool:
+        """True for :meth:`nothing` selectors."""
         return self._nothing
 
     def required_pair(self) -> tuple[str, str] | None:
@@ -120,9 +128,11 @@ class Selector:
         return None
 
     def is_empty(self) -> bool:
+        """True for selectors without requirements that match everything."""
         return not self._nothing and not self.requirements
 
     def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether every requirement holds for ``labels`` (never for :meth:`nothing`)."""
         if self._nothing:
             return False
         for r in self.requirements:
@@ -151,9 +161,11 @@ class NodeSelectorMatcher:
 
     @classmethod
     def from_node_selector(cls, ns: NodeSelector) -> NodeSelectorMatcher:
+        """Compile every term of ``ns``; operators are checked at match time (unknown: no match)."""
         return cls([compile_term(t) for t in ns.node_selector_terms])
 
     def matches(self, node_name: str, labels: Mapping[str, str]) -> bool:
+        """Whether any term matches the node (``labels``; ``node_name`` for ``matchFields``)."""
         for exprs, fields in self.terms:
             if term_matches(exprs, fields, node_name, labels):
                 return True
@@ -178,7 +190,7 @@ def term_matches(
         if not r.matches(labels):
             return False
     for r in fields:
-        if r.key != "metadata.name":
+        if r.key != "metadata.name":  # the only field upstream supports; others never match
             return False
         if not r.matches({"metadata.name": node_name}):
             return False

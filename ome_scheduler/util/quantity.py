@@ -26,6 +26,7 @@ _DECIMAL = {
     "P": Decimal("1e15"),
     "E": Decimal("1e18"),
 }
+# A signed number, then at most one suffix: binary (Ki..Ei), decimal SI (n..E) or exponent (e3).
 _RE = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))((?:[eE][+-]?\d+)|Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?$")
 
 
@@ -33,6 +34,7 @@ class QuantityError(ValueError):
     """Raised when a string is not a Kubernetes quantity."""
 
 
+# Cached: the same few strings ("500m", "1Gi", "8") recur across thousands of pods and nodes.
 @lru_cache(maxsize=4096)
 def parse_quantity(text: str | int | float) -> Decimal:
     """Parse a Kubernetes quantity into an exact :class:`~decimal.Decimal`.
@@ -48,7 +50,7 @@ def parse_quantity(text: str | int | float) -> Decimal:
         QuantityError: the text is not a quantity.
     """
     if isinstance(text, int | float):
-        return Decimal(str(text))
+        return Decimal(str(text))  # via str: Decimal(0.1) would carry the binary float error
     s = text.strip()
     m = _RE.match(s)
     if not m:
@@ -64,14 +66,22 @@ def parse_quantity(text: str | int | float) -> Decimal:
         return value * _BINARY[suffix]
     if suffix in _DECIMAL:
         return value * _DECIMAL[suffix]
-    return value * (Decimal(10) ** int(suffix[1:]))
+    return value * (Decimal(10) ** int(suffix[1:]))  # the decimal exponent form: e3, E-2
 
 
 def value(text: str | int | float) -> int:
-    """``Quantity.Value()``: the quantity rounded up to an integer (bytes, counts)."""
+    """``Quantity.Value()``: the quantity rounded up to an integer (bytes, counts).
+
+    Raises:
+        QuantityError: the text is not a quantity.
+    """
     return int(parse_quantity(text).to_integral_value(rounding=ROUND_CEILING))
 
 
 def milli_value(text: str | int | float) -> int:
-    """``Quantity.MilliValue()``: the quantity in thousandths rounded up (millicores)."""
+    """``Quantity.MilliValue()``: the quantity in thousandths rounded up (millicores).
+
+    Raises:
+        QuantityError: the text is not a quantity.
+    """
     return int((parse_quantity(text) * 1000).to_integral_value(rounding=ROUND_CEILING))

@@ -6,7 +6,11 @@ from datetime import UTC, datetime
 
 
 def parse_rfc3339(text: str) -> float:
-    """Seconds since the epoch; fractional seconds and offsets are accepted."""
+    """Seconds since the epoch; fractional seconds and offsets are accepted.
+
+    Raises:
+        ValueError: not an RFC 3339 timestamp.
+    """
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 

@@ -38,7 +38,7 @@ def regex_error(msg: str, fmt: str, *examples: str) -> str:
 def is_dns1123_subdomain(value: str) -> list[str]:
     """Errors for a DNS-1123 subdomain (at most 253 bytes); empty when valid."""
     errs: list[str] = []
-    if len(value.encode()) > 253:
+    if len(value.encode()) > 253:  # Go's len() counts bytes, not characters
         errs.append("must be no more than 253 bytes")
     if not _DNS1123_SUBDOMAIN_RE.match(value):
         errs.append(regex_error(_DNS1123_SUBDOMAIN_ERR, _DNS1123_SUBDOMAIN_FMT, "example.com"))

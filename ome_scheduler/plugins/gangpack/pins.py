@@ -48,6 +48,7 @@ class PinStore:
         return len(self.by_group)
 
     def _set_remaining(self, c: Pin, new: int) -> None:
+        """Set ``c.remaining`` (floored at 0), keeping the derived counts and ``version`` in step."""
         new = max(0, new)
         old = c.remaining
         if new == old:
@@ -57,6 +58,9 @@ class PinStore:
             self.reserved.pop(c.domain, None)
         else:
             self.reserved[c.domain] = r
+        # The node hold depends only on whether slots remain, so node counts (and the version
+        # standalone Filter results are cached under) change only when crossing zero. Nodes are
+        # counted, not flagged: two pins (under different topology keys, say) may share a node.
         if (old > 0) != (new > 0):
             self.version += 1
             delta = 1 if new > 0 else -1
@@ -69,6 +73,7 @@ class PinStore:
         c.remaining = new
 
     def _new(self, group: GangKey, owner: str, domain: Domain, remaining: int, nodes: Iterable[str]) -> Pin:
+        """Store a new pin with a fresh token; it starts at 0 and _set_remaining applies the hold."""
         c = Pin(
             domain=domain, owner=owner, remaining=0, token=next(self._tokens), nodes=frozenset(n for n in nodes if n)
         )
@@ -98,11 +103,14 @@ class PinStore:
         return self._new(group, owner, (topology_key, domain), remaining, nodes)
 
     def get(self, group: GangKey) -> Pin | None:
+        """The gang's pin, or None when it has none."""
         return self.by_group.get(group)
 
     def place_if(self, group: GangKey, token: int) -> tuple[bool, bool]:
         """Drain one slot if the token matches: (placed, drained to 0)."""
         c = self.by_group.get(group)
+        # A stale token means the member planned under an earlier pin (released and re-pinned
+        # since): it must not drain the new reservation.
         if c is None or (token and c.token != token) or c.remaining <= 0:
             return False, False
         self._set_remaining(c, c.remaining - 1)
@@ -128,10 +136,12 @@ class PinStore:
         """Whether a standalone pod must avoid ``node`` (spec §2.6 "Blocks node")."""
         if self.reserved_nodes.get(node, 0) > 0:
             return True
+        # A pin made without a node set (none known at creation) holds the domain by label.
         for c in self.by_group.values():
             if c.remaining > 0 and not c.nodes and labels.get(c.domain[0]) == c.domain[1]:
                 return True
         return False
 
     def owners(self) -> dict[GangKey, str]:
+        """Gang key -> owning PodGroup UID of every pin (a new copy)."""
         return {g: c.owner for g, c in self.by_group.items()}

@@ -127,6 +127,7 @@ class GangPlanner(Generic[T, N]):
         self.homogeneous = len(self._groups) == 1
 
     def _counts(self, node: N) -> dict[Hashable, int]:
+        """Members of each template signature that ``node`` takes now (capped at 1 if apart)."""
         out: dict[Hashable, int] = {}
         for k, idx in self._groups.items():
             c = self._capacity(self.templates[idx[0]], node)
@@ -139,6 +140,9 @@ class GangPlanner(Generic[T, N]):
         """Room (rule 1) and joinability of one domain."""
         plan = DomainPlan(name=name, nodes=list(nodes))
         counts = [self._counts(n) for n in nodes]
+        # Rule 1: a node's capacity is sized by the largest member that fits it, i.e. the
+        # smallest non-zero per-template count; templates that do not fit at all are ignored
+        # here and handled by the assignment check in _joinable.
         caps = []
         for c in counts:
             fitting = [v for v in c.values() if v > 0]
@@ -149,10 +153,13 @@ class GangPlanner(Generic[T, N]):
         return plan
 
     def _joinable(self, counts: list[dict[Hashable, int]], caps: list[int]) -> bool:
+        """Whether the current member can take a node here and ``need - 1`` siblings still fit."""
         need = self.need
         if need > len(self.templates) or sum(caps) < need:
             return False
         k0 = self._sig_of[0]
+        # Identical members fit the same nodes, so enough summed room (checked above) plus one
+        # node for the current member is sufficient; no assignment search is needed.
         if self.homogeneous:
             return any(c[k0] > 0 for c in counts)
         for x in range(len(counts)):
@@ -161,11 +168,12 @@ class GangPlanner(Generic[T, N]):
         return False
 
     def _rest_fits(self, counts: list[dict[Hashable, int]], caps: list[int], x: int) -> bool:
+        """With the current member on node ``x``, can ``need - 1`` other templates be assigned?"""
         rest = self.need - 1
         if rest <= 0:
             return True
         c2 = list(caps)
-        c2[x] -= 1
+        c2[x] -= 1  # the current member's slot on node x
         others = list(range(1, len(self.templates)))
         fits = [
             [counts[n][self._sig_of[t]] > 0 for n in range(len(counts))] if t else []
@@ -176,6 +184,7 @@ class GangPlanner(Generic[T, N]):
     def candidates(self, plan: DomainPlan[N]) -> list[N]:
         """Spec §3.5 under rule 1: nodes the current member may take without stranding a sibling."""
         counts = [self._counts(n) for n in plan.nodes]
+        # Reuse plan_domain's capacities unless the plan was built elsewhere without them.
         caps = (
             plan.node_caps
             if len(plan.node_caps) == len(plan.nodes)
@@ -238,6 +247,7 @@ class RoomIndex(Generic[T, N]):
         self.cursor = 0
 
     def _cap(self, n: N) -> int:
+        """The node's member capacity for the template (at most 1 when members keep apart)."""
         c = self._capacity(self.template, n)
         return 1 if self.one_per_node and c > 1 else c
 
@@ -264,6 +274,7 @@ class RoomIndex(Generic[T, N]):
         return touched
 
     def rebuild(self, nodes: Sequence[N]) -> None:
+        """Recompute every node and domain from ``nodes`` (all nodes); O(nodes + D log D)."""
         self.node_cap.clear()
         self.node_domain.clear()
         self.members.clear()
@@ -274,6 +285,8 @@ class RoomIndex(Generic[T, N]):
 
     def refresh(self, changed: dict[str, N | None]) -> None:
         """Apply changed nodes (name -> node, or None when the node is gone); O(changes x log D)."""
+        # Remember each touched domain's room before the change: that (room, domain) entry is
+        # what must be found and removed from the sorted list (None: the domain was absent).
         before: dict[str, int | None] = {}
         for name, n in changed.items():
             for d in (self.node_domain.get(name), self._domain_of(n) if n is not None else None):
@@ -292,12 +305,15 @@ class RoomIndex(Generic[T, N]):
                 self.room.pop(d, None)
 
     def _resort(self) -> None:
+        """Rebuild the (room, domain) list that best_fit bisects."""
         self._sorted = sorted((r, d) for d, r in self.room.items())
 
     def best_fit(self, need: int, excluded: Callable[[str], bool]) -> str | None:
         """The domain with the least room ``>= need`` that is not ``excluded``; ties by name."""
         if need <= 0:
             return None
+        # (need, "") sorts before every (need, domain): start at the first domain with room >= need;
+        # the list is ordered by room then name, so the first one not excluded is the best fit.
         for r, d in self._sorted[bisect.bisect_left(self._sorted, (need, "")) :]:
             if r >= need and not excluded(d):
                 return d
