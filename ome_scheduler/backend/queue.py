@@ -348,11 +348,13 @@ class SchedulingQueue:
         self._gauge()
 
     def delete(self, uid: PodKey) -> None:
+        """The pod was deleted or bound: drop it from every queue (``Delete``)."""
         self.active.remove(uid)
         self._remove_everywhere(uid)
         self._gauge()
 
     def contains(self, uid: PodKey) -> bool:
+        """Whether the pod waits in activeQ, backoffQ or among the unschedulable pods."""
         return uid in self.active or uid in self.backoff or uid in self.error_backoff or uid in self.unschedulable
 
     async def pop(self) -> QueuedPodInfo | None:
@@ -472,6 +474,8 @@ class SchedulingQueue:
         self._move_pods(self._cross_topology(pod, ns_labels), EVENT_ASSIGNED_POD_ADD, None, pod)
 
     def assigned_pod_updated(self, old: Pod, new: Pod, event: ClusterEvent, ns_labels: dict[str, str]) -> None:
+        """``AssignedPodUpdated``: a scale-down may free room for anyone; other updates wake only
+        pods whose affinity or spread terms the pod now meets."""
         if event.action & ActionType.UPDATE_POD_SCALE_DOWN:
             self.move_all_to_active_or_backoff(event, old, new)
         else:
@@ -518,10 +522,12 @@ class SchedulingQueue:
                 self.flush_unschedulable_leftover()
 
     def close(self) -> None:
+        """Stop: ``pop`` returns None from now on and the flush loop ends."""
         self.closed = True
         self._signal()
 
     def pending(self) -> dict[str, int]:
+        """Pods per queue (``active``, ``backoff``, ``unschedulable``), gated ones included."""
         return {
             ACTIVE: len(self.active),
             BACKOFF: len(self.backoff) + len(self.error_backoff),

@@ -90,6 +90,7 @@ class ClusterEvent:
         return res + _ACTION_LABELS.get(self.action, str(int(self.action)))
 
     def is_wildcard(self) -> bool:
+        """The catch-all event (``*``/All) used for forced moves such as UnschedulableTimeout."""
         return self.resource == WILDCARD and self.action == ActionType.ALL
 
     def matches(self, incoming: ClusterEvent) -> bool:
@@ -116,6 +117,8 @@ EVENT_FORCE_ACTIVATE = ClusterEvent(WILDCARD, ActionType.ALL, "ForceActivate")
 
 
 class QueueingHint(IntEnum):
+    """``fwk.QueueingHint``: Queue (the event may make the pod schedulable) or QueueSkip."""
+
     QUEUE_SKIP = 0
     QUEUE = 1
 

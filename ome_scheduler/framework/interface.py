@@ -45,6 +45,7 @@ class CycleState:
         self.record_plugin_metrics = False
 
     def write(self, key: str, value: Any) -> None:
+        """Store ``value`` under ``key`` for later extension points of this cycle."""
         self.data[key] = value
 
     def read(self, key: str) -> Any:
@@ -52,6 +53,7 @@ class CycleState:
         return self.data[key]
 
     def get(self, key: str) -> Any:
+        """The value under ``key``, or None when never written."""
         return self.data.get(key)
 
 
@@ -65,9 +67,11 @@ class NodeToStatus:
         self.absent = Status.unresolvable()
 
     def set(self, node: str, status: Status) -> None:
+        """Record why ``node`` was rejected."""
         self.statuses[node] = status
 
     def get(self, node: str) -> Status:
+        """The node's status, or the status of nodes that were never evaluated (``absent``)."""
         return self.statuses.get(node, self.absent)
 
     def __len__(self) -> int:
@@ -109,7 +113,9 @@ class Handle(Protocol):
         """All NodeInfos of the current snapshot (bound and assumed pods included)."""
         ...
 
-    def get_node_info(self, name: str) -> NodeInfo | None: ...
+    def get_node_info(self, name: str) -> NodeInfo | None:
+        """One node's NodeInfo, or None when the Node object is gone."""
+        ...
 
     def anti_affinity_terms_for(self, labels: Mapping[str, str]) -> Iterable[tuple[AffinityTerm, NodeInfo]]:
         """Required anti-affinity terms of existing pods on real nodes that may match a pod
@@ -134,17 +140,25 @@ class Handle(Protocol):
         """PodGroups, their members and where those sit (``backend/podgroups.py``)."""
         ...
 
-    def namespace(self, name: str) -> Namespace | None: ...
+    def namespace(self, name: str) -> Namespace | None:
+        """A namespace from the informer cache (its labels feed namespace selectors), or None."""
+        ...
 
-    def namespace_names(self) -> Iterable[str]: ...
+    def namespace_names(self) -> Iterable[str]:
+        """Every namespace name the informer holds."""
+        ...
 
     def activate(self, pods: Iterable[Pod]) -> None:
         """Move these pods from backoffQ / unschedulable pods straight to activeQ."""
         ...
 
-    def waiting_pods(self) -> Iterable[WaitingPod]: ...
+    def waiting_pods(self) -> Iterable[WaitingPod]:
+        """Every pod waiting at Permit, across profiles."""
+        ...
 
-    def get_waiting_pod(self, key: PodKey) -> WaitingPod | None: ...
+    def get_waiting_pod(self, key: PodKey) -> WaitingPod | None:
+        """The pod's Permit wait, or None."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +220,7 @@ class PreEnqueuePlugin(Plugin):
     """
 
     def pre_enqueue(self, pod: PodInfo) -> Status | None:
+        """None to let the pod into activeQ, or the status that keeps it gated."""
         raise NotImplementedError
 
 
@@ -213,6 +228,7 @@ class QueueSortPlugin(Plugin):
     """``QueueSortPlugin``: orders activeQ. Exactly one per profile; pure, no status."""
 
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        """Whether ``a`` pops before ``b``."""
         raise NotImplementedError
 
     def sort_key(self, q: QueuedPodInfo) -> tuple[Any, ...]:
@@ -245,6 +261,7 @@ class FilterPlugin(Plugin):
     """
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        """None when ``pod`` fits ``node``, else the rejecting status."""
         raise NotImplementedError
 
 
@@ -257,6 +274,7 @@ class PostFilterPlugin(Plugin):
     """
 
     def post_filter(self, state: CycleState, pod: PodInfo, statuses: NodeToStatus) -> Status | None:
+        """Called with every node's status after Filter found no node."""
         raise NotImplementedError
 
 
@@ -267,6 +285,7 @@ class PreScorePlugin(Plugin):
     """
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
+        """Prepare this cycle's Score (CycleState); Skip opts out of Score."""
         raise NotImplementedError
 
 
@@ -296,9 +315,11 @@ class ReservePlugin(Plugin):
     """
 
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
+        """Claim what this pod needs on ``node`` in plugin state."""
         raise NotImplementedError
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        """Undo this pod's ``reserve`` (idempotent, must not fail)."""
         raise NotImplementedError
 
 
@@ -323,6 +344,7 @@ class PreBindPlugin(Plugin):
     """
 
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
+        """Work before the Binding (may wait); None or Skip to continue."""
         raise NotImplementedError
 
 
@@ -341,6 +363,7 @@ class PostBindPlugin(Plugin):
     """``PostBindPlugin``: informational, after a successful Bind; cannot fail."""
 
     def post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        """Informational hook after the pod was bound to ``node``."""
         raise NotImplementedError
 
 

@@ -113,6 +113,7 @@ class Diagnosis:
     post_filter_msg: str = ""
 
     def add_plugin_status(self, s: Status) -> None:
+        """Count ``s``'s plugin among the rejectors (Unschedulable) or the pending plugins (Pending)."""
         if not s.plugin:
             return
         if s.is_rejected():
@@ -288,6 +289,7 @@ class Framework:
         return out
 
     def run_pre_enqueue(self, pod: PodInfo) -> Status | None:
+        """``RunPreEnqueuePlugins``: the first gating plugin's status (with its name), or None."""
         for pl in self.pre_enqueue_plugins:
             s = pl.pre_enqueue(pod)
             if s is not None and not s.is_success():
@@ -402,9 +404,11 @@ class Framework:
         return result
 
     def has_score_plugins(self) -> bool:
+        """Whether this profile scores at all (otherwise the first feasible node wins)."""
         return bool(self.score_plugins)
 
     def run_pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
+        """``RunPreScorePlugins``: None, or an Error naming the failing plugin; Skip marks a plugin's Score skipped."""
         start = time.perf_counter()
         ret: Status | None = None
         for pl in self.pre_score_plugins:
@@ -534,6 +538,8 @@ class Framework:
             )
 
     def run_reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
+        """``RunReservePluginsReserve``: the first failing plugin's status (rejections keep their
+        code, others become Error), or None."""
         start = time.perf_counter()
         ret: Status | None = None
         for pl in self.reserve_plugins:
@@ -600,11 +606,13 @@ class Framework:
         return s
 
     def iterate_waiting_pods(self) -> Iterable[WaitingPod]:
+        """Pods of this profile waiting at Permit."""
         return self.waiting_pods.values()
 
     # ---- binding cycle --------------------------------------------------------------
 
     async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
+        """``RunPreBindPlugins``: the first failing plugin's status, or None (Skip continues)."""
         start = time.perf_counter()
         ret: Status | None = None
         for pl in self.pre_bind_plugins:
@@ -618,6 +626,7 @@ class Framework:
         return ret
 
     async def run_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
+        """``RunBindPlugins``: plugins in order until one does not Skip; its status (None: bound)."""
         start = time.perf_counter()
         ret: Status | None = Status(Code.SKIP)
         for pl in self.bind_plugins:
@@ -630,6 +639,7 @@ class Framework:
         return ret
 
     def run_post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        """``RunPostBindPlugins``: every plugin, in order."""
         start = time.perf_counter()
         for pl in self.post_bind_plugins:
             pl.post_bind(state, pod, node)
