@@ -140,6 +140,12 @@ class ClusterEventWithHint(Generic[T]):
     hint: QueueingHintFn[T] | None = None
 
 
+def on(resource: str, actions: ActionType, hint: QueueingHintFn[T] | None = None) -> ClusterEventWithHint[T]:
+    """One ``EventsToRegister`` entry: ``actions`` on ``resource``, checked by ``hint`` (None:
+    every such event re-queues the pod)."""
+    return ClusterEventWithHint(ClusterEvent(resource, actions), hint)
+
+
 def queueing_hint(fn: Callable[P, QueueingHint]) -> Callable[P, QueueingHint]:
     """Decorate a hint ``(pod, old, new)`` (or method) to log its verdict at V(5), as upstream's hints do.
 

@@ -21,7 +21,13 @@ from typing import Any
 
 from ome_scheduler.api.core import Node, Pod
 from ome_scheduler.config.pluginargs import InterPodAffinityArgs
-from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, queueing_hint
+from ome_scheduler.framework.events import (
+    ActionType,
+    ClusterEventWithHint,
+    QueueingHint,
+    on,
+    queueing_hint,
+)
 from ome_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     CycleState,
@@ -223,14 +229,12 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
 
     def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
         return [
-            ClusterEventWithHint(
-                ClusterEvent("Pod", ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.DELETE),
+            on(
+                "Pod",
+                ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.DELETE,
                 self.is_schedulable_after_pod_change,
             ),
-            ClusterEventWithHint(
-                ClusterEvent("Node", ActionType.ADD | ActionType.UPDATE_NODE_LABEL),
-                self.is_schedulable_after_node_change,
-            ),
+            on("Node", ActionType.ADD | ActionType.UPDATE_NODE_LABEL, self.is_schedulable_after_node_change),
         ]
 
     @staticmethod

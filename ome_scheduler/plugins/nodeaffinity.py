@@ -16,7 +16,13 @@ from typing import Any
 
 from ome_scheduler.api.core import Node, Pod, PreferredSchedulingTerm
 from ome_scheduler.config.pluginargs import NodeAffinityArgs
-from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, queueing_hint
+from ome_scheduler.framework.events import (
+    ActionType,
+    ClusterEventWithHint,
+    QueueingHint,
+    on,
+    queueing_hint,
+)
 from ome_scheduler.framework.interface import (
     CycleState,
     FilterPlugin,
@@ -132,12 +138,7 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
         default_normalize_score(scores, reverse=False)
 
     def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
-        return [
-            ClusterEventWithHint(
-                ClusterEvent("Node", ActionType.ADD | ActionType.UPDATE_NODE_LABEL),
-                self.is_schedulable_after_node_change,
-            )
-        ]
+        return [on("Node", ActionType.ADD | ActionType.UPDATE_NODE_LABEL, self.is_schedulable_after_node_change)]
 
     @queueing_hint
     def is_schedulable_after_node_change(self, pod: Pod, old: Node | None, new: Node | None) -> QueueingHint:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint
+from ome_scheduler.framework.events import ActionType, ClusterEventWithHint, on
 from ome_scheduler.framework.interface import CycleState, FilterPlugin
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
@@ -27,4 +27,4 @@ class NodeName(FilterPlugin):
 
     def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
         """Node Add with no hint (always Queue), as upstream registers it."""
-        return [ClusterEventWithHint(ClusterEvent("Node", ActionType.ADD), None)]
+        return [on("Node", ActionType.ADD)]

@@ -12,7 +12,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from ome_scheduler.api.core import Pod
-from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, queueing_hint
+from ome_scheduler.framework.events import (
+    ActionType,
+    ClusterEventWithHint,
+    QueueingHint,
+    on,
+    queueing_hint,
+)
 from ome_scheduler.framework.interface import CycleState, FilterPlugin, PreFilterPlugin
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import HostPortInfo, NodeInfo, PodInfo
@@ -40,8 +46,8 @@ class NodePorts(PreFilterPlugin, FilterPlugin):
 
     def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
         return [
-            ClusterEventWithHint(ClusterEvent("Pod", ActionType.DELETE), self.is_schedulable_after_pod_deleted),
-            ClusterEventWithHint(ClusterEvent("Node", ActionType.ADD), None),
+            on("Pod", ActionType.DELETE, self.is_schedulable_after_pod_deleted),
+            on("Node", ActionType.ADD),
         ]
 
     @staticmethod

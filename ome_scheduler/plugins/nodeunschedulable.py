@@ -11,7 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from ome_scheduler.api.core import Node, Pod, Taint
-from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, queueing_hint
+from ome_scheduler.framework.events import (
+    ActionType,
+    ClusterEventWithHint,
+    QueueingHint,
+    on,
+    queueing_hint,
+)
 from ome_scheduler.framework.interface import CycleState, FilterPlugin
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
@@ -36,13 +42,8 @@ class NodeUnschedulable(FilterPlugin):
 
     def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
         return [
-            ClusterEventWithHint(
-                ClusterEvent("Node", ActionType.ADD | ActionType.UPDATE_NODE_TAINT),
-                self.is_schedulable_after_node_change,
-            ),
-            ClusterEventWithHint(
-                ClusterEvent("Pod", ActionType.UPDATE_POD_TOLERATION), self.is_schedulable_after_pod_toleration_change
-            ),
+            on("Node", ActionType.ADD | ActionType.UPDATE_NODE_TAINT, self.is_schedulable_after_node_change),
+            on("Pod", ActionType.UPDATE_POD_TOLERATION, self.is_schedulable_after_pod_toleration_change),
         ]
 
     @staticmethod

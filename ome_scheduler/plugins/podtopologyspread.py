@@ -30,7 +30,13 @@ from typing import Any, Protocol
 
 from ome_scheduler.api.core import Node, Pod, TopologySpreadConstraint
 from ome_scheduler.config.pluginargs import SYSTEM_DEFAULTING, PodTopologySpreadArgs
-from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, queueing_hint
+from ome_scheduler.framework.events import (
+    ActionType,
+    ClusterEventWithHint,
+    QueueingHint,
+    on,
+    queueing_hint,
+)
 from ome_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     CycleState,
@@ -354,18 +360,14 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
     def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
         """Pod add/label/toleration/delete and Node add/delete/label/taint, with upstream's hints."""
         return [
-            ClusterEventWithHint(
-                ClusterEvent(
-                    "Pod",
-                    ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.UPDATE_POD_TOLERATION | ActionType.DELETE,
-                ),
+            on(
+                "Pod",
+                ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.UPDATE_POD_TOLERATION | ActionType.DELETE,
                 self.is_schedulable_after_pod_change,
             ),
-            ClusterEventWithHint(
-                ClusterEvent(
-                    "Node",
-                    ActionType.ADD | ActionType.DELETE | ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT,
-                ),
+            on(
+                "Node",
+                ActionType.ADD | ActionType.DELETE | ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT,
                 self.is_schedulable_after_node_change,
             ),
         ]

@@ -11,7 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from ome_scheduler.api.core import Pod
-from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, queueing_hint
+from ome_scheduler.framework.events import (
+    ActionType,
+    ClusterEventWithHint,
+    QueueingHint,
+    on,
+    queueing_hint,
+)
 from ome_scheduler.framework.interface import PreEnqueuePlugin
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import PodInfo
@@ -28,8 +34,9 @@ class SchedulingGates(PreEnqueuePlugin):
 
     def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
         return [
-            ClusterEventWithHint(
-                ClusterEvent("Pod", ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED),
+            on(
+                "Pod",
+                ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED,
                 self.is_schedulable_after_update_pod_scheduling_gates_eliminated,
             )
         ]

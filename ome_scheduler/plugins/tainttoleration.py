@@ -12,7 +12,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from ome_scheduler.api.core import Node, Pod
-from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, queueing_hint
+from ome_scheduler.framework.events import (
+    ActionType,
+    ClusterEventWithHint,
+    QueueingHint,
+    on,
+    queueing_hint,
+)
 from ome_scheduler.framework.interface import (
     CycleState,
     FilterPlugin,
@@ -59,13 +65,8 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin):
 
     def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
         return [
-            ClusterEventWithHint(
-                ClusterEvent("Node", ActionType.ADD | ActionType.UPDATE_NODE_TAINT),
-                self.is_schedulable_after_node_change,
-            ),
-            ClusterEventWithHint(
-                ClusterEvent("Pod", ActionType.UPDATE_POD_TOLERATION), self.is_schedulable_after_pod_toleration_change
-            ),
+            on("Node", ActionType.ADD | ActionType.UPDATE_NODE_TAINT, self.is_schedulable_after_node_change),
+            on("Pod", ActionType.UPDATE_POD_TOLERATION, self.is_schedulable_after_pod_toleration_change),
         ]
 
     @staticmethod

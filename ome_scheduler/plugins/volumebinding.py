@@ -41,8 +41,8 @@ from ome_scheduler.framework.events import (
     PERSISTENT_VOLUME_CLAIM,
     STORAGE_CLASS,
     ActionType,
-    ClusterEvent,
     ClusterEventWithHint,
+    on,
 )
 from ome_scheduler.framework.interface import (
     ApiWriter,
@@ -464,10 +464,10 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
     def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
         """PVC, PV and StorageClass add/update, Node add/label changes, CSINode (not watched)."""
         return [
-            ClusterEventWithHint(ClusterEvent(PERSISTENT_VOLUME_CLAIM, ActionType.ADD | ActionType.UPDATE), None),
-            ClusterEventWithHint(ClusterEvent(PERSISTENT_VOLUME, ActionType.ADD | ActionType.UPDATE), None),
-            ClusterEventWithHint(ClusterEvent(STORAGE_CLASS, ActionType.ADD | ActionType.UPDATE), None),
-            ClusterEventWithHint(ClusterEvent("Node", ActionType.ADD | ActionType.UPDATE_NODE_LABEL), None),
+            on(PERSISTENT_VOLUME_CLAIM, ActionType.ADD | ActionType.UPDATE),
+            on(PERSISTENT_VOLUME, ActionType.ADD | ActionType.UPDATE),
+            on(STORAGE_CLASS, ActionType.ADD | ActionType.UPDATE),
+            on("Node", ActionType.ADD | ActionType.UPDATE_NODE_LABEL),
         ]
 
 

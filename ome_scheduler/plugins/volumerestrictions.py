@@ -22,9 +22,9 @@ from ome_scheduler.api.core import PersistentVolumeClaim, Pod, Volume
 from ome_scheduler.framework.events import (
     PERSISTENT_VOLUME_CLAIM,
     ActionType,
-    ClusterEvent,
     ClusterEventWithHint,
     QueueingHint,
+    on,
     queueing_hint,
 )
 from ome_scheduler.framework.interface import CycleState, FilterPlugin, Handle, PreFilterPlugin
@@ -134,12 +134,9 @@ class VolumeRestrictions(PreFilterPlugin, FilterPlugin):
     def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
         """Pod delete, Node add and PVC add, with upstream's hints."""
         return [
-            ClusterEventWithHint(ClusterEvent("Pod", ActionType.DELETE), self.is_schedulable_after_pod_deleted),
-            ClusterEventWithHint(ClusterEvent("Node", ActionType.ADD), None),
-            ClusterEventWithHint(
-                ClusterEvent(PERSISTENT_VOLUME_CLAIM, ActionType.ADD),
-                self.is_schedulable_after_persistent_volume_claim_added,
-            ),
+            on("Pod", ActionType.DELETE, self.is_schedulable_after_pod_deleted),
+            on("Node", ActionType.ADD),
+            on(PERSISTENT_VOLUME_CLAIM, ActionType.ADD, self.is_schedulable_after_persistent_volume_claim_added),
         ]
 
     @staticmethod

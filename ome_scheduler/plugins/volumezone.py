@@ -21,9 +21,9 @@ from ome_scheduler.framework.events import (
     PERSISTENT_VOLUME_CLAIM,
     STORAGE_CLASS,
     ActionType,
-    ClusterEvent,
     ClusterEventWithHint,
     QueueingHint,
+    on,
     queueing_hint,
 )
 from ome_scheduler.framework.interface import CycleState, FilterPlugin, Handle, PreFilterPlugin
@@ -143,16 +143,16 @@ class VolumeZone(PreFilterPlugin, FilterPlugin):
     def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
         """StorageClass add, Node add/label, PVC and PV add/update, with upstream's hints."""
         return [
-            ClusterEventWithHint(
-                ClusterEvent(STORAGE_CLASS, ActionType.ADD), self.is_schedulable_after_storage_class_added
-            ),
-            ClusterEventWithHint(ClusterEvent("Node", ActionType.ADD | ActionType.UPDATE_NODE_LABEL), None),
-            ClusterEventWithHint(
-                ClusterEvent(PERSISTENT_VOLUME_CLAIM, ActionType.ADD | ActionType.UPDATE),
+            on(STORAGE_CLASS, ActionType.ADD, self.is_schedulable_after_storage_class_added),
+            on("Node", ActionType.ADD | ActionType.UPDATE_NODE_LABEL),
+            on(
+                PERSISTENT_VOLUME_CLAIM,
+                ActionType.ADD | ActionType.UPDATE,
                 self.is_schedulable_after_persistent_volume_claim_change,
             ),
-            ClusterEventWithHint(
-                ClusterEvent(PERSISTENT_VOLUME, ActionType.ADD | ActionType.UPDATE),
+            on(
+                PERSISTENT_VOLUME,
+                ActionType.ADD | ActionType.UPDATE,
                 self.is_schedulable_after_persistent_volume_change,
             ),
         ]

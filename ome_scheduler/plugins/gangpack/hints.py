@@ -17,9 +17,9 @@ from ome_scheduler.config.pluginargs import OMEGangPackArgs
 from ome_scheduler.framework.events import (
     POD_GROUP,
     ActionType,
-    ClusterEvent,
     ClusterEventWithHint,
     QueueingHint,
+    on,
     queueing_hint,
 )
 from ome_scheduler.framework.interface import PodGroupLister
@@ -59,21 +59,19 @@ class GangHints:
             | ActionType.UPDATE_NODE_LABEL
         )
         return [
-            ClusterEventWithHint(ClusterEvent("Pod", ActionType.ADD), self.is_schedulable_after_sibling_added),
-            ClusterEventWithHint(
-                ClusterEvent("Pod", ActionType.UPDATE_POD_LABEL), self.is_schedulable_after_pod_label_change
-            ),
-            ClusterEventWithHint(
-                ClusterEvent("Pod", ActionType.UPDATE_POD_TOLERATION), self.is_schedulable_after_toleration_change
-            ),
-            ClusterEventWithHint(
-                ClusterEvent("Pod", ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
+            on("Pod", ActionType.ADD, self.is_schedulable_after_sibling_added),
+            on("Pod", ActionType.UPDATE_POD_LABEL, self.is_schedulable_after_pod_label_change),
+            on("Pod", ActionType.UPDATE_POD_TOLERATION, self.is_schedulable_after_toleration_change),
+            on(
+                "Pod",
+                ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN,
                 self.is_schedulable_after_pod_delete_or_scale_down,
             ),
-            ClusterEventWithHint(ClusterEvent("Node", node_changes), self.is_schedulable_after_domain_node_change),
-            ClusterEventWithHint(ClusterEvent("Node", ActionType.DELETE), self.is_schedulable_after_domain_node_delete),
-            ClusterEventWithHint(
-                ClusterEvent(POD_GROUP, ActionType.ADD | ActionType.UPDATE | ActionType.DELETE),
+            on("Node", node_changes, self.is_schedulable_after_domain_node_change),
+            on("Node", ActionType.DELETE, self.is_schedulable_after_domain_node_delete),
+            on(
+                POD_GROUP,
+                ActionType.ADD | ActionType.UPDATE | ActionType.DELETE,
                 self.is_schedulable_after_own_pod_group_change,
             ),
         ]

@@ -21,7 +21,13 @@ from typing import Any
 
 from ome_scheduler.api.core import Node, Pod
 from ome_scheduler.config.pluginargs import MAX_CUSTOM_PRIORITY_SCORE, REQUESTED_TO_CAPACITY_RATIO, NodeResourcesFitArgs
-from ome_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, queueing_hint
+from ome_scheduler.framework.events import (
+    ActionType,
+    ClusterEventWithHint,
+    QueueingHint,
+    on,
+    queueing_hint,
+)
 from ome_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     CycleState,
@@ -163,14 +169,8 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
 
     def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
         return [
-            ClusterEventWithHint(
-                ClusterEvent("Pod", ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
-                self.is_schedulable_after_pod_event,
-            ),
-            ClusterEventWithHint(
-                ClusterEvent("Node", ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
-                self.is_schedulable_after_node_change,
-            ),
+            on("Pod", ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN, self.is_schedulable_after_pod_event),
+            on("Node", ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE, self.is_schedulable_after_node_change),
         ]
 
     @staticmethod
