@@ -274,10 +274,7 @@ class Cluster:
     # -- up ------------------------------------------------------------------------------------
 
     def up(
-        self,
-        *,
-        fresh: bool = False,
-        nodes: Path | str | Sequence[Mapping[str, Any]] | None = DEMO_NODES_FILE,
+        self, *, fresh: bool = False, nodes: Path | str | Sequence[Mapping[str, Any]] | None = DEMO_NODES_FILE
     ) -> bool:
         """Start the control plane, install the PodGroup CRD and create ``nodes`` (None: no nodes).
 

@@ -201,12 +201,7 @@ class _Gen:
 
     def node(self, j: int) -> dict[str, Any]:
         name = f"{self.id}-n{j}"
-        labels = {
-            HOSTNAME: name,
-            "kubernetes.io/os": "linux",
-            "type": "kwok",
-            CASE_LABEL: self.id,
-        }
+        labels = {HOSTNAME: name, "kubernetes.io/os": "linux", "type": "kwok", CASE_LABEL: self.id}
         if self.chance(0.85):
             labels[ZONE] = self.zone(self.r.randrange(3))
         if self.chance(0.6):

@@ -448,11 +448,7 @@ class ParityRunner:
                     elif (
                         cond
                         and cond.get("status") == "False"
-                        and cond.get("reason")
-                        in (
-                            "Unschedulable",
-                            "SchedulerError",
-                        )
+                        and cond.get("reason") in ("Unschedulable", "SchedulerError")
                     ):
                         out[cid].reason = cond["reason"]
                         out[cid].message = cond.get("message", "")

@@ -129,9 +129,7 @@ def _write_key(path: Path, key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) 
     """Write ``key`` as unencrypted TraditionalOpenSSL PEM, readable by the owner only."""
     path.write_bytes(
         key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.TraditionalOpenSSL,
-            serialization.NoEncryption(),
+            serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
         )
     )
     path.chmod(0o600)
@@ -179,12 +177,7 @@ def kubeconfig_dict(server: str, ca_pem: bytes, cert_pem: bytes, key_pem: bytes,
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "ome-local", "cluster": {"server": server, "certificate-authority-data": b64(ca_pem)}}],
-        "users": [
-            {
-                "name": user,
-                "user": {"client-certificate-data": b64(cert_pem), "client-key-data": b64(key_pem)},
-            }
-        ],
+        "users": [{"name": user, "user": {"client-certificate-data": b64(cert_pem), "client-key-data": b64(key_pem)}}],
         "contexts": [{"name": "ome-local", "context": {"cluster": "ome-local", "user": user}}],
         "current-context": "ome-local",
         "preferences": {},

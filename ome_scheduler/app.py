@@ -140,15 +140,7 @@ class App:
         le = cfg.leader_election
         self.elector: LeaderElector | None = None
         if le.leader_elect:
-            self.elector = LeaderElector(
-                client,
-                namespace=le.resource_namespace,
-                name=le.resource_name,
-                lease_duration=le.lease_duration,
-                renew_deadline=le.renew_deadline,
-                retry_period=le.retry_period,
-                metrics=self.metrics,
-            )
+            self.elector = LeaderElector.from_config(client, le, self.metrics)
             elector = self.elector
             self.health.leader_ok = lambda: elector.healthy()
 

@@ -25,11 +25,13 @@ import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import anyio
 import msgspec
 
+from ome_scheduler.config.types import LeaderElection
 from ome_scheduler.kube.client import PRIORITY_CRITICAL, ApiError, KubeClient, hostname
 from ome_scheduler.logs import get_logger
 from ome_scheduler.metrics import Metrics
@@ -65,36 +67,43 @@ class Lease(msgspec.Struct, rename="camel", omit_defaults=True):
 _DEC = msgspec.json.Decoder(Lease)
 
 
+@dataclass
 class LeaderElector:
     """One candidate for one Lease (client-go's ``LeaderElector``); durations in seconds."""
 
-    def __init__(
-        self,
-        client: KubeClient,
-        *,
-        namespace: str,
-        name: str,
-        lease_duration: float = 15.0,
-        renew_deadline: float = 10.0,
-        retry_period: float = 2.0,
-        metrics: Metrics | None = None,
-        identity: str | None = None,
-    ) -> None:
-        self.client = client
-        self.namespace = namespace
-        self.name = name
-        self.lease_duration = lease_duration
-        self.renew_deadline = renew_deadline
-        self.retry_period = retry_period
-        self.identity = identity or f"{hostname()}_{uuid.uuid4()}"
-        self.metrics = metrics
-        self.is_leader = False
-        self._observed: LeaseSpec | None = None
-        self._observed_rv = ""
-        self._observed_time = 0.0
-        self.last_renew = 0.0
-        if metrics is not None:
-            metrics.leader_election_master_status.labels(name).set(0)
+    client: KubeClient
+    _: KW_ONLY
+    namespace: str
+    name: str
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    metrics: Metrics | None = None
+    identity: str = field(default_factory=lambda: f"{hostname()}_{uuid.uuid4()}")
+    """``{hostname}_{uuid}``, as kube-scheduler's ``--leader-elect`` identity."""
+    is_leader: bool = field(default=False, init=False)
+    last_renew: float = field(default=0.0, init=False)
+    """Monotonic time of the last successful renewal."""
+    _observed: LeaseSpec | None = field(default=None, init=False, repr=False)
+    _observed_rv: str = field(default="", init=False, repr=False)
+    _observed_time: float = field(default=0.0, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.metrics is not None:
+            self.metrics.leader_election_master_status.labels(self.name).set(0)
+
+    @classmethod
+    def from_config(cls, client: KubeClient, le: LeaderElection, metrics: Metrics | None = None) -> LeaderElector:
+        """A candidate for the Lease that ``leaderElection`` (with the --leader-elect* flags) names."""
+        return cls(
+            client,
+            namespace=le.resource_namespace,
+            name=le.resource_name,
+            lease_duration=le.lease_duration,
+            renew_deadline=le.renew_deadline,
+            retry_period=le.retry_period,
+            metrics=metrics,
+        )
 
     @property
     def path(self) -> str:

@@ -184,6 +184,18 @@ def validate_flags(opts: Options) -> None:
         )
 
 
+_LEADER_ELECT_FLAGS = (
+    ("leader_elect", "leader_elect"),
+    ("leader_elect_lease_duration", "lease_duration"),
+    ("leader_elect_renew_deadline", "renew_deadline"),
+    ("leader_elect_retry_period", "retry_period"),
+    ("leader_elect_resource_lock", "resource_lock"),
+    ("leader_elect_resource_name", "resource_name"),
+    ("leader_elect_resource_namespace", "resource_namespace"),
+)
+"""(Options attribute, LeaderElection field) of every flag that overrides the file."""
+
+
 def apply_flags(cfg: KubeSchedulerConfiguration, opts: Options) -> None:
     """Flags that override the file (``Options.ApplyTo``): only leader election with --config.
 
@@ -192,20 +204,11 @@ def apply_flags(cfg: KubeSchedulerConfiguration, opts: Options) -> None:
     """
     validate_flags(opts)
     le = cfg.leader_election
-    if opts.leader_elect is not None:
-        le.leader_elect = opts.leader_elect
-    if opts.leader_elect_lease_duration is not None:
-        le.lease_duration = opts.leader_elect_lease_duration
-    if opts.leader_elect_renew_deadline is not None:
-        le.renew_deadline = opts.leader_elect_renew_deadline
-    if opts.leader_elect_retry_period is not None:
-        le.retry_period = opts.leader_elect_retry_period
-    if opts.leader_elect_resource_lock is not None:
-        le.resource_lock = opts.leader_elect_resource_lock
-    if opts.leader_elect_resource_name is not None:
-        le.resource_name = opts.leader_elect_resource_name
-    if opts.leader_elect_resource_namespace is not None:
-        le.resource_namespace = opts.leader_elect_resource_namespace
+    # Each --leader-elect* flag overrides its field of the file's leaderElection.
+    for flag, field_name in _LEADER_ELECT_FLAGS:
+        value = getattr(opts, flag)
+        if value is not None:
+            setattr(le, field_name, value)
     # With --config, kube-scheduler ignores the client flags (the file's clientConnection wins).
     if opts.config is None:
         if opts.kube_api_qps is not None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
+from ome_scheduler.api.core import Pod
 from ome_scheduler.backend.cache import SchedulerCache
 from ome_scheduler.backend.queue import SchedulingQueue
 from ome_scheduler.framework.events import EVENT_ASSIGNED_POD_DELETE
@@ -72,14 +73,7 @@ class ScheduleOne:
         if live is not None and live.uid == pi.uid:
             pi = q.pod_info = live  # the informer's latest version of this pod
         if pi.pod.metadata.deletion_timestamp is not None:
-            self.recorder.event(
-                pi.pod,
-                controller=fw.profile_name,
-                type_="Warning",
-                reason="FailedScheduling",
-                action="Scheduling",
-                note=f"skip schedule deleting pod: {pi.namespace}/{pi.name}",
-            )
+            self._failed_scheduling(fw, pi.pod, f"skip schedule deleting pod: {pi.namespace}/{pi.name}")
             self.queue.done(pi.pod_key)
             return
         if self.cache.is_assumed(pi.pod_key) or pi.pod.spec.node_name:
@@ -171,13 +165,9 @@ class ScheduleOne:
                 log.info("Failed to bind pod", v=1, pod=assumed.key, error=st.message())
                 self.handle_binding_cycle_error(fw, state, q, assumed, host, start, st, None)
                 return
+            note = f"Successfully assigned {assumed.namespace}/{assumed.name} to {host}"
             self.recorder.event(
-                assumed.pod,
-                controller=fw.profile_name,
-                type_="Normal",
-                reason="Scheduled",
-                action="Binding",
-                note=f"Successfully assigned {assumed.namespace}/{assumed.name} to {host}",
+                assumed.pod, controller=fw.profile_name, type_="Normal", reason="Scheduled", action="Binding", note=note
             )
             log.info("Successfully bound pod to node", v=2, pod=assumed.key, node=host)
             self._observe_scheduled(fw, q, time.perf_counter() - start)
@@ -215,10 +205,7 @@ class ScheduleOne:
             # The capacity it held is free again: pods that failed for lack of it may fit now
             # (upstream sends an AssignedPodDelete-like move, skipping this very pod).
             self.queue.move_all_to_active_or_backoff(
-                EVENT_ASSIGNED_POD_DELETE,
-                assumed.pod,
-                None,
-                precheck=lambda other: other.pod_info.pod_key != key,
+                EVENT_ASSIGNED_POD_DELETE, assumed.pod, None, precheck=lambda other: other.pod_info.pod_key != key
             )
         self.handle_scheduling_failure(fw, q, st, start, fit_error=fit_error)
 
@@ -271,10 +258,14 @@ class ScheduleOne:
             q.pod_info = live
             self.queue.add_unschedulable_if_not_present(q)
         pod = live.pod if live is not None else pi.pod
-        self.recorder.event(
-            pod, controller=fw.profile_name, type_="Warning", reason="FailedScheduling", action="Scheduling", note=msg
-        )
+        self._failed_scheduling(fw, pod, msg)
         self.recorder.pod_scheduled_false(pod, reason, msg)
+
+    def _failed_scheduling(self, fw: Framework, pod: Pod, note: str) -> None:
+        """The ``FailedScheduling`` Warning event (action ``Scheduling``) on ``pod``."""
+        self.recorder.event(
+            pod, controller=fw.profile_name, type_="Warning", reason="FailedScheduling", action="Scheduling", note=note
+        )
 
     async def drain(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for in-flight binding cycles."""

@@ -137,12 +137,14 @@ class Resource:
             elif is_scalar_resource_name(name):
                 self.scalar[name] = self.scalar.get(name, 0) + value(q)
 
-    def add(self, other: Resource, sign: int = 1) -> None:
-        """Add (or with ``sign=-1`` subtract) another Resource in place."""
+    def add(self, other: Resource, sign: int = 1, *, pods: bool = True) -> None:
+        """Add (or with ``sign=-1`` subtract) another Resource in place; ``pods=False`` leaves
+        ``allowed_pod_number`` alone (a node's requested pod count is its number of pods)."""
         self.milli_cpu += sign * other.milli_cpu
         self.memory += sign * other.memory
         self.ephemeral_storage += sign * other.ephemeral_storage
-        self.allowed_pod_number += sign * other.allowed_pod_number
+        if pods:
+            self.allowed_pod_number += sign * other.allowed_pod_number
         if other.scalar:
             s = self.scalar
             for k, v in other.scalar.items():
@@ -615,15 +617,7 @@ class NodeInfo:
 
         ``requested.allowed_pod_number`` stays 0: the pod count is ``len(self.pods)``.
         """
-        r = self.requested
-        q = pi.requests
-        r.milli_cpu += sign * q.milli_cpu
-        r.memory += sign * q.memory
-        r.ephemeral_storage += sign * q.ephemeral_storage
-        if q.scalar:
-            s = r.scalar
-            for k, v in q.scalar.items():
-                s[k] = s.get(k, 0) + sign * v
+        self.requested.add(pi.requests, sign, pods=False)
         self.non_zero_requested.milli_cpu += sign * pi.non0_cpu
         self.non_zero_requested.memory += sign * pi.non0_mem
         for ip, proto, port in pi.host_ports:

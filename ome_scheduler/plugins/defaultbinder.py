@@ -13,6 +13,8 @@ from ome_scheduler.framework.types import PodInfo
 
 
 class DefaultBinder(BindPlugin):
+    """``DefaultBinder``: POSTs the pod's Binding through the Binder port."""
+
     name = "DefaultBinder"
 
     def __init__(self, binder: Binder | None) -> None:

@@ -15,9 +15,12 @@ from ome_scheduler.logs import get_logger
 
 
 class DefaultPreemption(PostFilterPlugin):
+    """``DefaultPreemption``: accepted in profiles; this scheduler never preempts."""
+
     name = "DefaultPreemption"
 
     def post_filter(self, state: CycleState, pod: PodInfo, statuses: NodeToStatus) -> Status | None:
+        """Unschedulable: preemption is not performed (no victims are chosen)."""
         return Status.unschedulable()
 
     @classmethod

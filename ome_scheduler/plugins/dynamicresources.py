@@ -19,12 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ome_scheduler.framework.interface import (
-    CycleState,
-    NodeToStatus,
-    PostFilterPlugin,
-    PreFilterPlugin,
-)
+from ome_scheduler.framework.interface import CycleState, NodeToStatus, PostFilterPlugin, PreFilterPlugin
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 

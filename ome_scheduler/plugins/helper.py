@@ -8,8 +8,10 @@ toleration helpers of ``k8s.io/api/core/v1/toleration.go`` and
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
-from ome_scheduler.api.core import Taint, Toleration
+from ome_scheduler.api.core import Node, Pod, Taint, Toleration
+from ome_scheduler.framework.events import NODE, POD, ActionType, ClusterEventWithHint, QueueingHintFn, on
 from ome_scheduler.framework.interface import MAX_NODE_SCORE
 
 
@@ -25,6 +27,7 @@ def tolerates(t: Toleration, taint: Taint) -> bool:
 
 
 def tolerations_tolerate_taint(tolerations: Iterable[Toleration], taint: Taint) -> bool:
+    """Whether any toleration tolerates ``taint`` (``v1helper.TolerationsTolerateTaint``)."""
     return any(tolerates(t, taint) for t in tolerations)
 
 
@@ -51,3 +54,14 @@ def default_normalize_score(scores: list[int], reverse: bool, max_priority: int 
     for i, s in enumerate(scores):
         v = max_priority * s // max_count
         scores[i] = max_priority - v if reverse else v
+
+
+def taint_events(
+    node_hint: QueueingHintFn[Node], toleration_hint: QueueingHintFn[Pod]
+) -> list[ClusterEventWithHint[Any]]:
+    """The registrations of plugins that read taints and tolerations (TaintToleration,
+    NodeUnschedulable): node added or taints changed, and the pod's own toleration change."""
+    return [
+        on(NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT, node_hint),
+        on(POD, ActionType.UPDATE_POD_TOLERATION, toleration_hint),
+    ]

@@ -21,13 +21,7 @@ from typing import Any
 
 from ome_scheduler.api.core import Node, Pod
 from ome_scheduler.config.pluginargs import InterPodAffinityArgs
-from ome_scheduler.framework.events import (
-    ActionType,
-    ClusterEventWithHint,
-    QueueingHint,
-    on,
-    queueing_hint,
-)
+from ome_scheduler.framework.events import ActionType, ClusterEventWithHint, QueueingHint, on, queueing_hint
 from ome_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     CycleState,
@@ -104,6 +98,7 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
     ) -> tuple[set[str] | None, Status | None]:
+        """Collect existing pods' anti-affinity and this pod's terms per topology value."""
         if pod.parse_error:
             return None, Status.unresolvable(f"parsing pod: {pod.parse_error}")
         s = _State()
@@ -133,6 +128,7 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         return None, None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        """Reject nodes that break the pod's affinity, anti-affinity, or existing pods' anti-affinity."""
         s: _State = state.read(_PRE_FILTER)
         labels = node.labels
         if s.affinity_terms:
@@ -159,6 +155,7 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
     # ---- scoring ----------------------------------------------------------------------
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
+        """Sum the preferred (anti-)affinity weights per topology value; Skip when none apply."""
         has_constraints = bool(pod.preferred_affinity_terms or pod.preferred_anti_affinity_terms)
         if self.ignore_preferred_of_existing and not has_constraints:
             return Status(Code.SKIP)
@@ -206,6 +203,7 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         return None
 
     def score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
+        """Raw score: the summed weights of the node's topology values (may be negative)."""
         scores: dict[str, dict[str, int]] = state.read(_PRE_SCORE)
         out = []
         for n in nodes:
@@ -218,6 +216,7 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         return out
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> None:
+        """Scale raw scores into 0..100 between the lowest and highest."""
         if not state.get(_PRE_SCORE) or not scores:
             return
         lo, hi = min(scores), max(scores)
@@ -228,6 +227,7 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
     # ---- queueing hints ---------------------------------------------------------------
 
     def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
+        """Pod add/label/delete and node add/label changes."""
         return [
             on(
                 "Pod",

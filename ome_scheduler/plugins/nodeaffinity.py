@@ -16,20 +16,8 @@ from typing import Any
 
 from ome_scheduler.api.core import Node, Pod, PreferredSchedulingTerm
 from ome_scheduler.config.pluginargs import NodeAffinityArgs
-from ome_scheduler.framework.events import (
-    ActionType,
-    ClusterEventWithHint,
-    QueueingHint,
-    on,
-    queueing_hint,
-)
-from ome_scheduler.framework.interface import (
-    CycleState,
-    FilterPlugin,
-    PreFilterPlugin,
-    PreScorePlugin,
-    ScorePlugin,
-)
+from ome_scheduler.framework.events import ActionType, ClusterEventWithHint, QueueingHint, on, queueing_hint
+from ome_scheduler.framework.interface import CycleState, FilterPlugin, PreFilterPlugin, PreScorePlugin, ScorePlugin
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.plugins.helper import default_normalize_score
@@ -63,10 +51,13 @@ class PreferredTerms:
         self.terms = [(t.weight, *compile_term(t.preference)) for t in terms if t.weight != 0]
 
     def score(self, name: str, labels: Mapping[str, str]) -> int:
+        """Sum of the weights of the terms that match the node."""
         return sum(w for w, exprs, fields in self.terms if term_matches(exprs, fields, name, labels))
 
 
 class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
+    """``NodeAffinity``: ``nodeSelector``, required and preferred node affinity, ``addedAffinity``."""
+
     name = "NodeAffinity"
     node_local_filter = True
     node_local_score = True
@@ -85,6 +76,7 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
     ) -> tuple[set[str] | None, Status | None]:
+        """Narrow to the nodes named by ``matchFields metadata.name``; Skip pods without constraints."""
         aff = pod.pod.spec.affinity
         na = aff.node_affinity if aff is not None else None
         req = na.required_during_scheduling_ignored_during_execution if na is not None else None
@@ -107,6 +99,7 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
         return names, None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        """UnschedulableAndUnresolvable when the node misses the selector or required terms."""
         if self.added_selector is not None and not self.added_selector.matches(node.name, node.labels):
             return Status.unresolvable(ERR_REASON_ENFORCED)
         if not required_matches(pod, node.name, node.labels):
@@ -114,6 +107,7 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
         return None
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
+        """Parse the preferred terms once per cycle; Skip when there are none."""
         aff = pod.pod.spec.affinity
         na = aff.node_affinity if aff is not None else None
         pref = na.preferred_during_scheduling_ignored_during_execution if na is not None else []
@@ -123,6 +117,7 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
         return None
 
     def score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
+        """Raw score: the summed weight of matching preferred terms."""
         terms: PreferredTerms | None = state.get("PreScoreNodeAffinity")
         out = []
         for n in nodes:
@@ -135,9 +130,11 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
         return out
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> None:
+        """Scale to 0..100 by the highest raw score."""
         default_normalize_score(scores, reverse=False)
 
     def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
+        """Node add and label changes."""
         return [on("Node", ActionType.ADD | ActionType.UPDATE_NODE_LABEL, self.is_schedulable_after_node_change)]
 
     @queueing_hint

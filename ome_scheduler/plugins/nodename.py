@@ -16,10 +16,13 @@ ERR_REASON = "node(s) didn't match the requested node name"
 
 
 class NodeName(FilterPlugin):
+    """``NodeName``: a pod with ``spec.nodeName`` fits only that node."""
+
     name = "NodeName"
     node_local_filter = True
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        """UnschedulableAndUnresolvable on every node other than ``spec.nodeName``."""
         want = pod.pod.spec.node_name
         if want and want != node.name:
             return Status.unresolvable(ERR_REASON)

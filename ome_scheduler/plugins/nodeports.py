@@ -12,13 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ome_scheduler.api.core import Pod
-from ome_scheduler.framework.events import (
-    ActionType,
-    ClusterEventWithHint,
-    QueueingHint,
-    on,
-    queueing_hint,
-)
+from ome_scheduler.framework.events import ActionType, ClusterEventWithHint, QueueingHint, on, queueing_hint
 from ome_scheduler.framework.interface import CycleState, FilterPlugin, PreFilterPlugin
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import HostPortInfo, NodeInfo, PodInfo
@@ -27,17 +21,21 @@ ERR_REASON = "node(s) didn't have free ports for the requested pod ports"
 
 
 class NodePorts(PreFilterPlugin, FilterPlugin):
+    """``NodePorts``: host ports (sidecars' included) must be free on the node."""
+
     name = "NodePorts"
     node_local_filter = True
 
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
     ) -> tuple[set[str] | None, Status | None]:
+        """Skip pods without host ports; otherwise record their ports in CycleState."""
         if not pod.host_ports:
             return None, Status(Code.SKIP)
         return None, None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        """Unschedulable when any host port conflicts with one in use on the node."""
         used = node.used_ports
         for ip, proto, port in pod.host_ports:
             if used.conflicts(ip, proto, port):
@@ -45,10 +43,8 @@ class NodePorts(PreFilterPlugin, FilterPlugin):
         return None
 
     def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
-        return [
-            on("Pod", ActionType.DELETE, self.is_schedulable_after_pod_deleted),
-            on("Node", ActionType.ADD),
-        ]
+        """Assigned pods deleted (ports freed) and nodes added."""
+        return [on("Pod", ActionType.DELETE, self.is_schedulable_after_pod_deleted), on("Node", ActionType.ADD)]
 
     @staticmethod
     @queueing_hint

@@ -11,40 +11,36 @@ from __future__ import annotations
 from typing import Any
 
 from ome_scheduler.api.core import Node, Pod, Taint
-from ome_scheduler.framework.events import (
-    ActionType,
-    ClusterEventWithHint,
-    QueueingHint,
-    on,
-    queueing_hint,
-)
+from ome_scheduler.framework.events import ClusterEventWithHint, QueueingHint, queueing_hint
 from ome_scheduler.framework.interface import CycleState, FilterPlugin
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
-from ome_scheduler.plugins.helper import tolerations_tolerate_taint
+from ome_scheduler.plugins.helper import taint_events, tolerations_tolerate_taint
 
 ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
 _UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
 
 
 def tolerates_unschedulable(pod: Pod) -> bool:
+    """Whether the pod tolerates the ``node.kubernetes.io/unschedulable:NoSchedule`` taint."""
     return tolerations_tolerate_taint(pod.spec.tolerations, _UNSCHEDULABLE_TAINT)
 
 
 class NodeUnschedulable(FilterPlugin):
+    """``NodeUnschedulable``: cordoned nodes (``spec.unschedulable``) only for pods that tolerate them."""
+
     name = "NodeUnschedulable"
     node_local_filter = True
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        """UnschedulableAndUnresolvable ``node(s) were unschedulable`` on a cordoned node."""
         if node.unschedulable and not tolerates_unschedulable(pod.pod):
             return Status.unresolvable(ERR_REASON_UNSCHEDULABLE)
         return None
 
     def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
-        return [
-            on("Node", ActionType.ADD | ActionType.UPDATE_NODE_TAINT, self.is_schedulable_after_node_change),
-            on("Pod", ActionType.UPDATE_POD_TOLERATION, self.is_schedulable_after_pod_toleration_change),
-        ]
+        """Node add/taint changes and the pod's own toleration changes."""
+        return taint_events(self.is_schedulable_after_node_change, self.is_schedulable_after_pod_toleration_change)
 
     @staticmethod
     @queueing_hint

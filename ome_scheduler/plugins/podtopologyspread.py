@@ -30,13 +30,7 @@ from typing import Any, Protocol
 
 from ome_scheduler.api.core import Node, Pod, TopologySpreadConstraint
 from ome_scheduler.config.pluginargs import SYSTEM_DEFAULTING, PodTopologySpreadArgs
-from ome_scheduler.framework.events import (
-    ActionType,
-    ClusterEventWithHint,
-    QueueingHint,
-    on,
-    queueing_hint,
-)
+from ome_scheduler.framework.events import ActionType, ClusterEventWithHint, QueueingHint, on, queueing_hint
 from ome_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     CycleState,

@@ -12,11 +12,15 @@ from ome_scheduler.framework.types import QueuedPodInfo
 
 
 class PrioritySort(QueueSortPlugin):
+    """``PrioritySort``: higher ``spec.priority`` first, then earlier queue time."""
+
     name = "PrioritySort"
 
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        """Whether ``a`` pops before ``b``."""
         pa, pb = a.pod_info.priority, b.pod_info.priority
         return pa > pb or (pa == pb and a.timestamp < b.timestamp)
 
     def sort_key(self, q: QueuedPodInfo) -> tuple[Any, ...]:
+        """``(-priority, timestamp)``: the heap key consistent with :meth:`less`."""
         return (-q.pod_info.priority, q.timestamp)

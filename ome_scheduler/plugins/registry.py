@@ -98,15 +98,15 @@ DEFAULT_MULTI_POINT: list[tuple[str, int | None]] = [
 def default_factory(plugin: type[Plugin]) -> PluginFactory:
     """The factory of a plugin without a ``new`` classmethod.
 
-    The plugin's constructor gets, by parameter name, its typed and validated ``args`` and the
-    ``handle``, when it declares them; a plugin without an argument type ignores its args, as
-    upstream does.
+    The plugin's constructor gets, by parameter name, its typed and validated ``args``, the
+    ``handle`` and the process ``metrics``, when it declares them; a plugin without an argument
+    type ignores its args, as upstream does.
 
     Raises (from the factory):
         ConfigError: invalid arguments (``decode_plugin_args``).
     """
     params = inspect.signature(plugin).parameters
-    wants_args, wants_handle = "args" in params, "handle" in params
+    wants_args, wants_handle, wants_metrics = "args" in params, "handle" in params, "metrics" in params
     build = cast(Callable[..., Plugin], plugin)
 
     def factory(args: Any, handle: Handle, options: FrameworkOptions) -> Plugin:
@@ -115,6 +115,8 @@ def default_factory(plugin: type[Plugin]) -> PluginFactory:
             kwargs["args"] = decode_plugin_args(plugin.name, args)
         if wants_handle:
             kwargs["handle"] = handle
+        if wants_metrics:
+            kwargs["metrics"] = options.metrics
         return build(**kwargs)
 
     return factory

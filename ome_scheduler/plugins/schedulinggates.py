@@ -11,28 +11,26 @@ from __future__ import annotations
 from typing import Any
 
 from ome_scheduler.api.core import Pod
-from ome_scheduler.framework.events import (
-    ActionType,
-    ClusterEventWithHint,
-    QueueingHint,
-    on,
-    queueing_hint,
-)
+from ome_scheduler.framework.events import ActionType, ClusterEventWithHint, QueueingHint, on, queueing_hint
 from ome_scheduler.framework.interface import PreEnqueuePlugin
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import PodInfo
 
 
 class SchedulingGates(PreEnqueuePlugin):
+    """``SchedulingGates``: pods with ``spec.schedulingGates`` stay out of activeQ, unattempted."""
+
     name = "SchedulingGates"
 
     def pre_enqueue(self, pod: PodInfo) -> Status | None:
+        """UnschedulableAndUnresolvable while the pod has scheduling gates."""
         gates = pod.pod.spec.scheduling_gates
         if not gates:
             return None
         return Status.unresolvable(f"waiting for scheduling gates: [{' '.join(g.name for g in gates)}]")
 
     def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
+        """The pod's own gates being removed."""
         return [
             on(
                 "Pod",

@@ -29,11 +29,7 @@ SMP = "application/strategic-merge-patch+json"
 
 
 def make_pod(
-    rv: str = "7",
-    *,
-    conditions: list[dict[str, Any]] | None = None,
-    nominated: str = "",
-    generation: int = 0,
+    rv: str = "7", *, conditions: list[dict[str, Any]] | None = None, nominated: str = "", generation: int = 0
 ) -> Pod:
     raw: dict[str, Any] = {
         "metadata": {"name": "p", "namespace": "ns", "uid": "uid-p", "resourceVersion": rv, "generation": generation},

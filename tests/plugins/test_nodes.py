@@ -103,8 +103,7 @@ def test_empty_terms_match_nothing() -> None:
 
 
 @pytest.mark.parametrize(
-    ("op", "value", "want"),
-    [("Gt", "3", {"t5"}), ("Lt", "5", {"t3"}), ("Gt", "x", set()), ("Lt", "10", {"t3", "t5"})],
+    ("op", "value", "want"), [("Gt", "3", {"t5"}), ("Lt", "5", {"t3"}), ("Gt", "x", set()), ("Lt", "10", {"t3", "t5"})]
 )
 def test_gt_lt_compare_integers(op: str, value: str, want: set[str]) -> None:
     env = Env()

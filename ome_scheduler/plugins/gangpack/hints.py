@@ -14,14 +14,7 @@ from typing import Any
 from ome_scheduler.api.core import Node, Pod
 from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.config.pluginargs import OMEGangPackArgs
-from ome_scheduler.framework.events import (
-    POD_GROUP,
-    ActionType,
-    ClusterEventWithHint,
-    QueueingHint,
-    on,
-    queueing_hint,
-)
+from ome_scheduler.framework.events import POD_GROUP, ActionType, ClusterEventWithHint, QueueingHint, on, queueing_hint
 from ome_scheduler.framework.interface import PodGroupLister
 from ome_scheduler.framework.types import POD_GROUP_LABEL
 from ome_scheduler.plugins.gangpack.gang import same_pod

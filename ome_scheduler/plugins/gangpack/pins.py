@@ -82,13 +82,7 @@ class PinStore:
         return c
 
     def choose(
-        self,
-        group: GangKey,
-        owner: str,
-        topology_key: str,
-        domain: str,
-        nodes: Iterable[str],
-        gang_size: int,
+        self, group: GangKey, owner: str, topology_key: str, domain: str, nodes: Iterable[str], gang_size: int
     ) -> Pin:
         """Create a fresh pin of ``domain`` reserving ``gang_size`` slots."""
         return self._new(group, owner, (topology_key, domain), gang_size, nodes)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Generic, TypeVar
 
 N = TypeVar("N")
@@ -215,6 +215,7 @@ def group_by_domain(nodes: Sequence[N], domain_of: Callable[[N], str]) -> dict[s
     return out
 
 
+@dataclass
 class RoomIndex(Generic[T, N]):
     """Room per domain for one member shape, kept current from node changes (rule 1).
 
@@ -225,30 +226,25 @@ class RoomIndex(Generic[T, N]):
     what changed, not to the cluster size.
     """
 
-    def __init__(
-        self,
-        template: T,
-        capacity: CapacityFn[T, N],
-        domain_of: Callable[[N], str],
-        name_of: Callable[[N], str],
-        *,
-        one_per_node: bool,
-    ) -> None:
-        self.template = template
-        self._capacity = capacity
-        self._domain_of = domain_of
-        self._name_of = name_of
-        self.one_per_node = one_per_node
-        self.node_cap: dict[str, int] = {}
-        self.node_domain: dict[str, str] = {}
-        self.members: dict[str, set[str]] = {}
-        self.room: dict[str, int] = {}
-        self._sorted: list[tuple[int, str]] = []
-        self.cursor = 0
+    template: T
+    capacity: CapacityFn[T, N]
+    domain_of: Callable[[N], str]
+    name_of: Callable[[N], str]
+    _: KW_ONLY
+    one_per_node: bool
+    node_cap: dict[str, int] = field(default_factory=dict, init=False)
+    """Node name -> members of the template it takes now."""
+    node_domain: dict[str, str] = field(default_factory=dict, init=False)
+    members: dict[str, set[str]] = field(default_factory=dict, init=False)
+    """Domain -> its node names."""
+    room: dict[str, int] = field(default_factory=dict, init=False)
+    _sorted: list[tuple[int, str]] = field(default_factory=list, init=False, repr=False)
+    cursor: int = field(default=0, init=False)
+    """The cache change-log position this index is current with."""
 
     def _cap(self, n: N) -> int:
         """The node's member capacity for the template (at most 1 when members keep apart)."""
-        c = self._capacity(self.template, n)
+        c = self.capacity(self.template, n)
         return 1 if self.one_per_node and c > 1 else c
 
     def _set_node(self, name: str, n: N | None) -> set[str]:
@@ -263,7 +259,7 @@ class RoomIndex(Generic[T, N]):
             if not self.members[old_d]:
                 del self.members[old_d]
         if n is not None:
-            d = self._domain_of(n)
+            d = self.domain_of(n)
             if d:
                 c = self._cap(n)
                 self.node_domain[name] = d
@@ -280,7 +276,7 @@ class RoomIndex(Generic[T, N]):
         self.members.clear()
         self.room = {}
         for n in nodes:
-            self._set_node(self._name_of(n), n)
+            self._set_node(self.name_of(n), n)
         self._resort()
 
     def refresh(self, changed: dict[str, N | None]) -> None:
@@ -289,7 +285,7 @@ class RoomIndex(Generic[T, N]):
         # what must be found and removed from the sorted list (None: the domain was absent).
         before: dict[str, int | None] = {}
         for name, n in changed.items():
-            for d in (self.node_domain.get(name), self._domain_of(n) if n is not None else None):
+            for d in (self.node_domain.get(name), self.domain_of(n) if n is not None else None):
                 if d and d not in before:
                     before[d] = self.room.get(d) if d in self.members else None
             self._set_node(name, n)

@@ -29,7 +29,6 @@ from ome_scheduler.framework.interface import (
     BackgroundTask,
     CycleState,
     FilterPlugin,
-    FrameworkOptions,
     Handle,
     NodeToStatus,
     PermitPlugin,
@@ -95,11 +94,6 @@ class OMEGangPack(
         self.gangs = GangManager(args, handle, GangMetrics(metrics))
         self.hints = GangHints(args, handle.pod_groups())
         handle.pod_groups().subscribe(self.gangs.on_pod_group_change)
-
-    @classmethod
-    def new(cls, args: OMEGangPackArgs, handle: Handle, options: FrameworkOptions) -> OMEGangPack:
-        """The plugin for validated arguments (§12.2, ``validate_ome_gang_pack_args``)."""
-        return cls(args, handle, options.metrics)
 
     def background_tasks(self) -> Sequence[BackgroundTask]:
         """The gang GC every ``gcIntervalSeconds`` (§7) and the domain gauges every 10 s."""

@@ -14,11 +14,13 @@ in as predicates by the caller.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.plugins.gangpack.placement import DomainPlan, GangPlanner, RoomIndex, best_fit, group_by_domain
 
 
+@dataclass
 class DomainSurvey:
     """Domains under ``topology_key`` for a gang that still needs ``need`` members placed.
 
@@ -31,29 +33,20 @@ class DomainSurvey:
         node_info: looks a node up by name in the same snapshot (None: gone).
     """
 
-    def __init__(
-        self,
-        planner: GangPlanner[PodInfo, NodeInfo],
-        need: int,
-        topology_key: str,
-        nodes: Sequence[NodeInfo],
-        index: RoomIndex[PodInfo, NodeInfo] | None,
-        node_info: Callable[[str], NodeInfo | None],
-    ) -> None:
-        self.planner = planner
-        self.need = need
-        self.topology_key = topology_key
-        self.nodes = nodes
-        self.index = index
-        self._node_info = node_info
-        self._plans: dict[str, DomainPlan[NodeInfo] | None] = {}
+    planner: GangPlanner[PodInfo, NodeInfo]
+    need: int
+    topology_key: str
+    nodes: Sequence[NodeInfo]
+    index: RoomIndex[PodInfo, NodeInfo] | None
+    node_info: Callable[[str], NodeInfo | None]
+    _plans: dict[str, DomainPlan[NodeInfo] | None] = field(default_factory=dict, init=False, repr=False)
 
     def nodes_of(self, domain: str) -> list[NodeInfo]:
         """The snapshot's nodes of ``domain`` (by the index when there is one, else a scan)."""
         if not domain:
             return []
         if self.index is not None:
-            found = (self._node_info(n) for n in sorted(self.index.members.get(domain, ())))
+            found = (self.node_info(n) for n in sorted(self.index.members.get(domain, ())))
             return [n for n in found if n is not None]
         tk = self.topology_key
         return [n for n in self.nodes if n.labels.get(tk, "") == domain]

@@ -14,12 +14,7 @@ import math
 from collections.abc import Sequence
 
 from ome_scheduler.config.pluginargs import NodeResourcesBalancedAllocationArgs
-from ome_scheduler.framework.interface import (
-    MAX_NODE_SCORE,
-    CycleState,
-    PreScorePlugin,
-    ScorePlugin,
-)
+from ome_scheduler.framework.interface import MAX_NODE_SCORE, CycleState, PreScorePlugin, ScorePlugin
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo, is_scalar_resource_name, pod_requests
 

@@ -21,13 +21,7 @@ from typing import Any
 
 from ome_scheduler.api.core import Node, Pod
 from ome_scheduler.config.pluginargs import MAX_CUSTOM_PRIORITY_SCORE, REQUESTED_TO_CAPACITY_RATIO, NodeResourcesFitArgs
-from ome_scheduler.framework.events import (
-    ActionType,
-    ClusterEventWithHint,
-    QueueingHint,
-    on,
-    queueing_hint,
-)
+from ome_scheduler.framework.events import ActionType, ClusterEventWithHint, QueueingHint, on, queueing_hint
 from ome_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     CycleState,
@@ -144,15 +138,18 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
     ) -> tuple[set[str] | None, Status | None]:
+        """Compute the pod's effective requests once per cycle."""
         return None, None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        """``Insufficient {resource}`` (and ``Too many pods``) when the node's free allocatable is short."""
         reasons, unresolvable = insufficient_resources(pod.requests, node, self.ignored, self.ignored_groups)
         if not reasons:
             return None
         return Status.unresolvable(*reasons) if unresolvable else Status.unschedulable(*reasons)
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
+        """Compute the requests the scoring strategy weighs once per cycle."""
         state.write("PreScoreNodeResourcesFit", self.pod_request_list(pod.pod))
         return None
 
@@ -162,12 +159,14 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         return [reqs.get(name, 0) for name, _ in self.resources]
 
     def score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
+        """The strategy's score (LeastAllocated, MostAllocated or RequestedToCapacityRatio), 0..100."""
         pod_reqs: list[int] | None = state.get("PreScoreNodeResourcesFit")
         if pod_reqs is None:
             pod_reqs = self.pod_request_list(pod.pod)
         return [resource_score(self.strategy, self.resources, pod_reqs, n, self._shape_fn) for n in nodes]
 
     def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
+        """Assigned pods deleted or scaled down, nodes added or resized."""
         return [
             on("Pod", ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN, self.is_schedulable_after_pod_event),
             on("Node", ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE, self.is_schedulable_after_node_change),

@@ -33,7 +33,7 @@ def gang_args(raw: dict[str, object] | None) -> OMEGangPackArgs:
 
 def plugin(h: FakeHandle, **extra: object) -> tuple[OMEGangPack, Metrics]:
     m = Metrics()
-    return OMEGangPack.new(gang_args({**ARGS, **extra}), h, FrameworkOptions("ome-scheduler", m)), m
+    return OMEGangPack(gang_args({**ARGS, **extra}), h, m), m
 
 
 def count(m: Metrics, name: str, **labels: str) -> float:
