@@ -16,12 +16,12 @@ reaches it only as the ``binder`` and ``recorder`` ports, so the whole engine ru
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import anyio
 
-from ome_scheduler.api.core import Namespace, Pod
+from ome_scheduler.api.core import Namespace, Node, Pod
 from ome_scheduler.backend.cache import SchedulerCache
 from ome_scheduler.backend.podgroups import PodGroupState
 from ome_scheduler.backend.queue import ProfileQueueing, SchedulingQueue
@@ -90,6 +90,7 @@ class Scheduler:
         """PVs, PVCs and StorageClasses for the volume plugins; each storage event retries the
         unschedulable pods that registered it."""
         self.frameworks: dict[str, Framework] = {}
+        self._node_listeners: list[Callable[[Node | None, Node | None], None]] = []
         self.stopping = False
         registry = in_tree_registry()
         for i, profile in enumerate(cfg.profiles):
@@ -121,6 +122,7 @@ class Scheduler:
             profiles=self.frameworks,
             recorder=recorder,
             waiting_pod=self.get_waiting_pod,
+            node_listeners=self._node_listeners,
         )
         self.cycles = ScheduleOne(
             cache=self.cache,
@@ -185,6 +187,10 @@ class Scheduler:
     def node_changes(self, cursor: int) -> tuple[int, set[str] | None]:
         """Nodes changed since ``cursor`` (None: rebuild from all) and the new cursor."""
         return self.cache.node_changes(cursor)
+
+    def subscribe_node_changes(self, listener: Callable[[Node | None, Node | None], None]) -> None:
+        """Call ``listener(old, new)`` after every Node add, update and delete."""
+        self._node_listeners.append(listener)
 
     def pod_groups(self) -> PodGroupLister:
         """The pod-group state (PodGroups, members, placed members)."""

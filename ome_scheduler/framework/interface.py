@@ -19,7 +19,7 @@ from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import AffinityTerm, GangKey, NodeInfo, PodInfo, PodKey, QueuedPodInfo
 
 if TYPE_CHECKING:
-    from ome_scheduler.api.core import Namespace, Pod
+    from ome_scheduler.api.core import Namespace, Node, Pod
     from ome_scheduler.api.scheduling import PodGroup
     from ome_scheduler.framework.waiting_pods import WaitingPod
     from ome_scheduler.metrics import Metrics
@@ -134,6 +134,12 @@ class Handle(Protocol):
 
     def node_changes(self, cursor: int) -> tuple[int, set[str] | None]:
         """Node names changed since ``cursor`` (None: rebuild from all nodes) and the new cursor."""
+        ...
+
+    def subscribe_node_changes(self, listener: Callable[[Node | None, Node | None], None]) -> None:
+        """Call ``listener(old, new)`` after every Node add (old None), update and delete (new
+        None), once the cache has it: for plugin state that must follow nodes at once (members
+        waiting at Permit are in no queue, so queueing hints never see them)."""
         ...
 
     def pod_groups(self) -> PodGroupLister:

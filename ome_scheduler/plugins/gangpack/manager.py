@@ -22,16 +22,16 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 
-from ome_scheduler.api.core import Pod
+from ome_scheduler.api.core import Node, Pod
 from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.config.pluginargs import OMEGangPackArgs
 from ome_scheduler.framework.interface import Handle
-from ome_scheduler.framework.status import Status
-from ome_scheduler.framework.types import GangKey, NodeInfo, PodInfo, PodKey, split_gang_key
+from ome_scheduler.framework.status import Code, Status
+from ome_scheduler.framework.types import GangKey, NodeInfo, PodInfo, PodKey, gang_key, split_gang_key
 from ome_scheduler.framework.waiting_pods import WaitingPod
 from ome_scheduler.logs import enabled, get_logger
 from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, template_signature
-from ome_scheduler.plugins.gangpack.gang import Gang, is_live, same_pod
+from ome_scheduler.plugins.gangpack.gang import Gang, is_live, same_pod, topology_key_of
 from ome_scheduler.plugins.gangpack.metrics import GangMetrics, Trigger, refresh_domain_gauges
 from ome_scheduler.plugins.gangpack.pins import Pin, PinStore
 from ome_scheduler.plugins.gangpack.placement import GangPlanner, RoomIndex
@@ -172,6 +172,19 @@ class GangManager:
         count = len(placed_pods)
         placed = {p.name for p, _ in placed_pods}
         placed_domains = {n.labels.get(tk, "") for _, n in placed_pods}
+        if pin is not None and pin.domain[0] == tk and placed_domains - {pin.domain[1]}:
+            # Rule 9: a placed member's node left the pinned domain (relabelled or unlabelled):
+            # the pin no longer describes the gang and must not proceed. Release it (its waiters
+            # are rejected and forgotten); the next attempt adopts the domain of the members
+            # still bound, if any.
+            outside = sorted(placed_domains - {pin.domain[1]})
+            self.release(key, pin.owner, pin.token, None, mark_failed=False, unwind=False)
+            self.metrics.pin("stale_replan")
+            log.info("gangpack.pinGang.stale_replan", v=4, gang=key, releasedDomain=pin.domain[1])
+            return Status.unschedulable(
+                f"gang {key} has members in topology domain {outside[0] or '(none)'} outside its pinned domain "
+                f"{pin.domain[1]}: released the pin"
+            )
         if "" in placed_domains or len(placed_domains) > 1:
             return Status.unresolvable(f"gang {key} already has members in multiple topology domains")
         placed_domain = next(iter(placed_domains), "")
@@ -185,6 +198,14 @@ class GangManager:
         if len(templates) < need:
             self.templates_incomplete.add(key)
             return Status.unschedulable(f"waiting for all PodGroup member templates for {key}")
+        gated = [t.name for t in templates[1:] if t.pod.spec.scheduling_gates]
+        if len(templates) - len(gated) < need:
+            # Rule 8: the gang cannot complete while members it needs are scheduling-gated, so it
+            # holds nothing; lifting the last gate lets that member's PreFilter wake the others.
+            if pin is not None:
+                self.release(key, pin.owner, pin.token, None, mark_failed=False)
+            self.templates_incomplete.add(key)
+            return Status.unschedulable(f"waiting for scheduling-gated members of gang {key}: {', '.join(gated)}")
         if key in self.templates_incomplete:
             # Siblings parked on the incomplete set are woken once, now that it is complete.
             self.templates_incomplete.discard(key)
@@ -342,17 +363,43 @@ class GangManager:
             self.failed.pop((gang.key, gang.uid), None)
             self.wake_parked_by_hold()
 
-    def permit(self, pod: PodInfo, gang: Gang, token: int) -> bool:
+    def permit(self, pod: PodInfo, gang: Gang, token: int) -> Status | None:
         """§4.1: record the attempt, wake the gang, and admit every waiter once the pin is
-        drained. Returns True when the gate is open (this member proceeds), False to wait."""
+        drained. Returns None to admit this member, Wait to park it, or Unschedulable when the
+        gate finds a waiter whose node left the pinned domain (rule 9: the pin is released)."""
         self.attempt_by_pod[pod.pod_key] = token
-        self.activate([p.pod for p in self.live_members(gang.key)], "permit")
+        # Wake the parked members so the gang forms fast (§6.1), but not the ones in flight (this
+        # pod, and those waiting at Permit): activating a pod in flight marks it to be retried at
+        # once if its attempt fails, and a release would then feed itself (rule 10).
+        parked = [
+            p.pod
+            for p in self.live_members(gang.key)
+            if p.pod_key != pod.pod_key and self.handle.get_waiting_pod(p.pod_key) is None
+        ]
+        self.activate(parked, "permit")
         if not self.pins.is_drained(gang.key, token):
             self.metrics.gate("wait")
-            return False
-        for wp in self.waiters(gang.key, token):
-            wp.allow(NAME)
+            return Status(Code.WAIT)
+        if not self._open_gate(gang.key, token):
+            return Status.unschedulable(f"gang {gang.key} unwound after a member left its pinned domain")
         self.metrics.gate("admit")
+        return None
+
+    def _open_gate(self, gang: GangKey, token: int) -> bool:
+        """Allow every waiter of the drained pin, unless one waits on a node that is gone or has
+        left the pinned domain: then release the pin instead (rule 9). Returns whether it opened."""
+        pin = self.pins.get(gang)
+        if pin is None or pin.token != token:
+            return False
+        tk, domain = pin.domain
+        waiters = self.waiters(gang, token)
+        for wp in waiters:
+            ni = self.handle.get_node_info(wp.node)
+            if ni is None or ni.labels.get(tk, "") != domain:
+                self.release(gang, pin.owner, token, None, mark_failed=False)
+                return False
+        for wp in waiters:
+            wp.allow(NAME)
         return True
 
     def post_bind(self, pod: PodInfo, gang: Gang | None) -> None:
@@ -363,7 +410,9 @@ class GangManager:
             return
         times = self.bind_times.setdefault(gang.key, [])
         times.append(time.monotonic())
-        if len(times) == gang.min_member:
+        pg = self.handle.pod_groups().get(gang.namespace, gang.name)
+        size = (pg.spec.min_member or 0) if pg is not None else gang.min_member
+        if len(times) == size:
             self.metrics.bind_skew(times[-1] - times[0])
             created = [p.pod.metadata.creation_timestamp for p in self.live_members(gang.key)]
             last = max((c for c in created if c), default=None)
@@ -373,9 +422,13 @@ class GangManager:
     # ---- PodGroup changes, GC, gauges ------------------------------------------------------
 
     def on_pod_group_change(self, old: PodGroup | None, new: PodGroup | None) -> None:
-        """A PodGroup was added, changed or deleted: wake its unbound members (``podgroup_change``).
+        """A PodGroup was added, changed or deleted (rule 9: the gang follows its current definition).
 
-        Updates that change nothing the plugin reads (status only) wake nobody.
+        Its pin follows at once, members waiting at Permit included: deleted or re-created, or
+        a new topology key, releases the pin; a new ``minMember`` resizes the reservation (the
+        gate opens when it is met); a new ``scheduleTimeoutSeconds`` replaces the waiters' limit.
+        Then its unbound members are woken (``podgroup_change``). Updates that change nothing
+        the plugin reads (status only) do nothing.
         """
         pg = new or old
         if pg is None:
@@ -389,8 +442,55 @@ class GangManager:
             and old.metadata.labels == new.metadata.labels
         ):
             return
-        members = self.live_members(GangKey(f"{pg.metadata.namespace}/{pg.metadata.name}"))
+        key = gang_key(pg.metadata.namespace, pg.metadata.name)
+        pin = self.pins.get(key)
+        if pin is not None:
+            if new is None or (pin.owner and new.metadata.uid != pin.owner):
+                self.release(key, pin.owner, 0, None, mark_failed=False)
+            elif pin.domain[0] != topology_key_of(new, self.args):
+                self.release(key, pin.owner, 0, None, mark_failed=False)
+                self.metrics.pin("topology_replan")
+            else:
+                self._follow_spec(key, pin, new)
+        members = self.live_members(key)
         self.activate([p.pod for p in members if not p.pod.spec.node_name], "podgroup_change")
+
+    def _follow_spec(self, key: GangKey, pin: Pin, pg: PodGroup) -> None:
+        """Resize the pin's reservation to the new ``minMember`` and retime its waiters."""
+        mm = pg.spec.min_member or 0
+        if mm > 0:
+            placed = sum(1 for _, n in self.handle.pod_groups().placed_members(key) if n is not None)
+            if self.pins.set_remaining_if(key, pin.token, mm - placed):
+                self.failed.pop((key, pin.owner), None)
+                self.wake_parked_by_hold()
+                if self._open_gate(key, pin.token):
+                    self.metrics.gate("admit")
+        sts = pg.spec.schedule_timeout_seconds
+        timeout = sts if sts is not None and sts > 0 else (self.args.default_permit_timeout_seconds or 0)
+        if timeout > 0:
+            for wp in self.waiters(key, pin.token):
+                wp.set_timeout(NAME, float(timeout))
+
+    def on_node_change(self, old: Node | None, new: Node | None) -> None:
+        """Rule 9: a node relabelled, unlabelled or deleted while a member waits on it at Permit
+        releases that member's pin when the node is no longer in the pinned domain."""
+        if not self.pins.by_group or (
+            old is not None and new is not None and old.metadata.labels == new.metadata.labels
+        ):
+            return
+        name = (new or old).metadata.name  # type: ignore[union-attr]
+        for wp in list(self.handle.waiting_pods()):
+            pi = wp.pod_info
+            if wp.node != name or not pi.gang:
+                continue
+            pin = self.pins.get(pi.gang_key)
+            if pin is None or self.attempt_by_pod.get(pi.pod_key) != pin.token:
+                continue
+            tk, domain = pin.domain
+            if new is None or new.metadata.labels.get(tk, "") != domain:
+                log.info("gangpack.pinGang.stale_replan", v=4, gang=pi.gang_key, releasedDomain=domain, node=name)
+                self.release(pi.gang_key, pin.owner, pin.token, None, mark_failed=False, unwind=False)
+                self.metrics.pin("stale_replan")
 
     def gc(self) -> None:
         """§7: release pins of gangs with no live pod, or whose PodGroup is gone or re-created."""

@@ -110,6 +110,15 @@ class PinStore:
         self._set_remaining(c, c.remaining - 1)
         return True, c.remaining == 0
 
+    def set_remaining_if(self, group: GangKey, token: int, remaining: int) -> bool:
+        """Resize the pin's reservation (the gang's size changed) if the token matches (0: any);
+        returns whether the pin is now drained."""
+        c = self.by_group.get(group)
+        if c is None or (token and c.token != token):
+            return False
+        self._set_remaining(c, remaining)
+        return c.remaining == 0
+
     def is_drained(self, group: GangKey, token: int) -> bool:
         """The gang's pin exists, matches ``token`` (0: any) and reserves nothing any more."""
         c = self.by_group.get(group)

@@ -94,6 +94,7 @@ class OMEGangPack(
         self.gangs = GangManager(args, handle, GangMetrics(metrics))
         self.hints = GangHints(args, handle.pod_groups())
         handle.pod_groups().subscribe(self.gangs.on_pod_group_change)
+        handle.subscribe_node_changes(self.gangs.on_node_change)
 
     def background_tasks(self) -> Sequence[BackgroundTask]:
         """The gang GC every ``gcIntervalSeconds`` (§7) and the domain gauges every 10 s."""
@@ -236,9 +237,8 @@ class OMEGangPack(
             return None, 0.0
         if pin.gang.timeout <= 0:
             return Status.unresolvable("gang permit timeout is not configured"), 0.0
-        if self.gangs.permit(pod, pin.gang, pin.token):
-            return None, 0.0
-        return Status(Code.WAIT), float(pin.gang.timeout)
+        verdict = self.gangs.permit(pod, pin.gang, pin.token)
+        return verdict, float(pin.gang.timeout) if verdict is not None and verdict.is_wait() else 0.0
 
     def post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
         """Forget the member's attempt; observe the bind skew when the gang is complete."""
