@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 
 from ome_scheduler.api.core import Namespace, Node, Pod
+from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.backend.cache import SchedulerCache
 from ome_scheduler.backend.podgroups import PodGroupState
 from ome_scheduler.backend.queue import ProfileQueueing, SchedulingQueue
@@ -52,7 +53,9 @@ log = get_logger()
 class DiscardRecorder:
     """An :class:`EventRecorder` that writes nothing (configuration checks, offline runs)."""
 
-    def event(self, pod: Pod, *, controller: str, type_: str, reason: str, action: str, note: str) -> None:
+    def event(
+        self, obj: Pod | Node | PodGroup, *, controller: str, type_: str, reason: str, action: str, note: str
+    ) -> None:
         """Drop the event."""
 
     def pod_scheduled_false(self, pod: Pod, reason: str, message: str, *, clear_nominated: bool = True) -> None:
@@ -195,6 +198,10 @@ class Scheduler:
     def pod_groups(self) -> PodGroupLister:
         """The pod-group state (PodGroups, members, placed members)."""
         return self.pod_group_state
+
+    def event_recorder(self) -> EventRecorder:
+        """The process's event recorder (a discarding one when only checking a configuration)."""
+        return self.recorder
 
     def namespace(self, name: str) -> Namespace | None:
         """A namespace from the informer cache, or None."""

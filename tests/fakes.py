@@ -69,6 +69,7 @@ class FakeHandle:
         self.namespaces: dict[str, Namespace] = {}
         self.listeners: list[Callable[[PodGroup | None, PodGroup | None], None]] = []
         self.node_listeners: list[Callable[[Node | None, Node | None], None]] = []
+        self.events: list[tuple[str, str, str, str]] = []
 
     # setup helpers
     def add_node(self, node: Node, pods: Sequence[Pod] = ()) -> NodeInfo:
@@ -133,6 +134,12 @@ class FakeHandle:
 
     def namespace_names(self) -> Iterable[str]:
         return list(self.namespaces)
+
+    def event_recorder(self) -> FakeHandle:
+        return self
+
+    def event(self, obj: Any, *, controller: str, type_: str, reason: str, action: str, note: str) -> None:
+        self.events.append((obj.metadata.name, type_, reason, note))
 
     def activate(self, pods: Iterable[Pod]) -> None:
         self.activated.append(sorted(p.metadata.name for p in pods))

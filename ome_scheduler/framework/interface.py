@@ -146,6 +146,10 @@ class Handle(Protocol):
         """PodGroups, their members and where those sit (``backend/podgroups.py``)."""
         ...
 
+    def event_recorder(self) -> EventRecorder:
+        """Where plugins record events (``framework.Handle.EventRecorder``)."""
+        ...
+
     def namespace(self, name: str) -> Namespace | None:
         """A namespace from the informer cache (its labels feed namespace selectors), or None."""
         ...
@@ -377,8 +381,10 @@ class EventRecorder(Protocol):
     """Where the scheduling loop reports to users (``kube.recorder.Recorder`` in production):
     events on pods and the pod's ``PodScheduled`` condition and ``nominatedNodeName``."""
 
-    def event(self, pod: Pod, *, controller: str, type_: str, reason: str, action: str, note: str) -> None:
-        """Record an ``events.k8s.io/v1`` event about ``pod`` (in the background)."""
+    def event(
+        self, obj: Pod | Node | PodGroup, *, controller: str, type_: str, reason: str, action: str, note: str
+    ) -> None:
+        """Record an ``events.k8s.io/v1`` event about a pod, node or PodGroup (in the background)."""
         ...
 
     def pod_scheduled_false(self, pod: Pod, reason: str, message: str, *, clear_nominated: bool = True) -> None:

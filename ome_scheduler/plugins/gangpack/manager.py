@@ -48,10 +48,11 @@ MAX_INDEXES = 16
 class GangManager:
     """Pins, holds and Permit gates of every gang one OMEGangPack instance schedules."""
 
-    def __init__(self, args: OMEGangPackArgs, handle: Handle, metrics: GangMetrics) -> None:
+    def __init__(self, args: OMEGangPackArgs, handle: Handle, metrics: GangMetrics, scheduler_name: str) -> None:
         self.args = args
         self.handle = handle
         self.metrics = metrics
+        self.scheduler_name = scheduler_name
         self.pins = PinStore()
         self.attempt_by_pod: dict[PodKey, int] = {}
         """Each member at or past Permit -> the token of the pin it was placed under."""
@@ -64,6 +65,9 @@ class GangManager:
         self.indexes: dict[tuple[str, object, bool], RoomIndex[PodInfo, NodeInfo]] = {}
         self.shapes: dict[str, PodInfo] = {}
         """The last gang member planned per topology key: the shape the domain gauges count in."""
+        self.forming_since: dict[GangKey, float] = {}
+        """Monotonic time each incomplete gang first held a domain; its holds end
+        ``scheduleTimeoutSeconds`` later until it completes or its PodGroup changes (rule 8)."""
 
     # ---- members and waiters ------------------------------------------------------------
 
@@ -269,7 +273,9 @@ class GangManager:
                     placed_domain,
                     max(0, gang.min_member - count),
                     survey.node_names_of(placed_domain),
+                    holding=self._may_hold(gang),
                 )
+                pin.hold_until = self.forming_since[key] + gang.timeout
                 self.metrics.pin("adopted")
                 self.metrics.pinned_groups(len(self.pins))
                 if survey.room(placed_domain) < need:
@@ -315,7 +321,8 @@ class GangManager:
                 )
             self.metrics.pin("no_fit")
             return Status.unschedulable(f"no domain has room for gang {key}")
-        pin = pins.choose(key, gang.uid, tk, d, survey.node_names_of(d), survey.need)
+        pin = pins.choose(key, gang.uid, tk, d, survey.node_names_of(d), survey.need, holding=self._may_hold(gang))
+        pin.hold_until = self.forming_since[key] + gang.timeout
         self.metrics.pin("pinned")
         self.metrics.pinned_groups(len(self.pins))
         return pin
@@ -412,6 +419,9 @@ class GangManager:
         times.append(time.monotonic())
         pg = self.handle.pod_groups().get(gang.namespace, gang.name)
         size = (pg.spec.min_member or 0) if pg is not None else gang.min_member
+        placed = sum(1 for _, n in self.handle.pod_groups().placed_members(gang.key) if n is not None)
+        if placed >= size:
+            self.forming_since.pop(gang.key, None)  # complete: its next holds start afresh
         if len(times) == size:
             self.metrics.bind_skew(times[-1] - times[0])
             created = [p.pod.metadata.creation_timestamp for p in self.live_members(gang.key)]
@@ -443,6 +453,7 @@ class GangManager:
         ):
             return
         key = gang_key(pg.metadata.namespace, pg.metadata.name)
+        self.forming_since.pop(key, None)  # a new definition gets a fresh chance to hold
         pin = self.pins.get(key)
         if pin is not None:
             if new is None or (pin.owner and new.metadata.uid != pin.owner):
@@ -501,6 +512,9 @@ class GangManager:
         for key in list(self.bind_times):
             if key not in live:
                 del self.bind_times[key]
+        for key in list(self.forming_since):
+            if key not in live:
+                del self.forming_since[key]
         for key, owner in self.pins.owners().items():
             stale = key not in live
             if not stale and owner:
@@ -509,6 +523,41 @@ class GangManager:
                 stale = pg is None or pg.metadata.uid != owner
             if stale and self.release(key, owner, 0, None, mark_failed=False):
                 self.failed.pop((key, owner), None)
+
+    def _may_hold(self, gang: Gang) -> bool:
+        """Whether a new pin of ``gang`` may hold its domain: only within ``scheduleTimeoutSeconds``
+        of the gang's first hold since it last completed (rule 8: no hold outlives its chance)."""
+        now = time.monotonic()
+        start = self.forming_since.setdefault(gang.key, now)
+        return now - start < gang.timeout
+
+    def expire_holds(self) -> None:
+        """End every hold older than its gang's timeout (rule 8): the capacity becomes usable by
+        other gangs and standalone pods, the PodGroup gets a Warning event, and the pods the hold
+        parked are woken. The pin stays for the gang's own members (its gate still counts)."""
+        now = time.monotonic()
+        for key, pin in list(self.pins.by_group.items()):
+            if not pin.holding or pin.remaining <= 0 or not pin.hold_until or now < pin.hold_until:
+                continue
+            self.pins.drop_hold(key)
+            tk, domain = pin.domain
+            log.info("gangpack.hold_expired", v=2, gang=key, domain=domain, topologyKey=tk)
+            parts = split_gang_key(key)
+            pg = self.handle.pod_groups().get(*parts) if parts else None
+            if pg is not None:
+                note = (
+                    f"gang {key} did not complete within its scheduleTimeoutSeconds: released the hold on "
+                    f"{tk}={domain}, so other pods may use it; its members keep trying there"
+                )
+                self.handle.event_recorder().event(
+                    pg,
+                    controller=self.scheduler_name,
+                    type_="Warning",
+                    reason="HoldReleased",
+                    action="Scheduling",
+                    note=note,
+                )
+            self.wake_parked_by_hold()
 
     def refresh_domain_gauges(self) -> None:
         """The ``ome_scheduler_domain_*`` gauges for every topology key in use."""

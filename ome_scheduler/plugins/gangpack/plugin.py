@@ -56,6 +56,8 @@ PACK_KEY = "gangpack.domainpack"
 RESERVED_NODE = "node is reserved for a forming gang"
 DOMAIN_GAUGE_INTERVAL = 10.0
 """Seconds between refreshes of the ``ome_scheduler_domain_*`` gauges."""
+HOLD_EXPIRY_INTERVAL = 1.0
+"""Seconds between checks for holds that outlived their gang's timeout (rule 8)."""
 
 log = get_logger()
 
@@ -88,21 +90,25 @@ class OMEGangPack(
     member's Filter reads its cycle pin, and a pinned member never uses the equivalence cache
     because its PreFilter narrows the nodes."""
 
-    def __init__(self, args: OMEGangPackArgs, handle: Handle, metrics: Metrics) -> None:
+    def __init__(
+        self, args: OMEGangPackArgs, handle: Handle, metrics: Metrics, scheduler_name: str = "ome-scheduler"
+    ) -> None:
         self.args = args
         self.handle = handle
-        self.gangs = GangManager(args, handle, GangMetrics(metrics))
+        self.gangs = GangManager(args, handle, GangMetrics(metrics), scheduler_name)
         self.hints = GangHints(args, handle.pod_groups())
         handle.pod_groups().subscribe(self.gangs.on_pod_group_change)
         handle.subscribe_node_changes(self.gangs.on_node_change)
 
     def background_tasks(self) -> Sequence[BackgroundTask]:
-        """The gang GC every ``gcIntervalSeconds`` (§7) and the domain gauges every 10 s."""
+        """The gang GC every ``gcIntervalSeconds`` (§7), the domain gauges every 10 s and the
+        hold expiry every second (rule 8)."""
         return (
             BackgroundTask("gangpack.gc", float(self.args.gc_interval_seconds), self.gangs.gc),
             BackgroundTask(
                 "gangpack.domain_gauges", DOMAIN_GAUGE_INTERVAL, self.gangs.refresh_domain_gauges, run_at_start=True
             ),
+            BackgroundTask("gangpack.hold_expiry", HOLD_EXPIRY_INTERVAL, self.gangs.expire_holds),
         )
 
     def informer_sync_waits(self) -> Mapping[str, float]:

@@ -678,3 +678,30 @@ def test_forgotten_sibling_wakes_nobody_but_a_deleted_bound_one_does() -> None:
         ),
     )
     assert hint(target, bound, None) == 1  # Queue: a bound sibling left
+
+
+def test_hold_expires_at_the_gang_timeout_and_later_pins_do_not_hold() -> None:
+    h = FakeHandle()
+    domains(h, {"a": 2})
+    p, _ = plugin(h)
+    h.groups["ns/g"] = make_pod_group("g", min_member=2, topology_key=DK, timeout=60)
+    g = members(h, "g", 2)
+    solo = h.add_pod(make_pod("solo", requests={"nvidia.com/gpu": "1"}))
+    schedule(p, h, g[0])
+    pin = p.gangs.pins.get(g[0].gang_key)
+    assert pin is not None and pin.holding
+    assert p.filter(CycleState(), solo, h.nodes["a1"]) is not None  # held
+    p.gangs.expire_holds()  # not yet due
+    assert pin.holding
+    pin.hold_until = 1.0  # long past (monotonic seconds)
+    p.gangs.expire_holds()
+    assert not pin.holding and pin.remaining == 1  # the gate still counts the missing member
+    assert p.filter(CycleState(), solo, h.nodes["a1"]) is None  # usable by others now
+    assert h.events and h.events[-1][:3] == ("g", "Warning", "HoldReleased")
+    # the gang keeps trying, but a new pin made after its timeout holds nothing
+    p.gangs.release(g[0].gang_key, pin.owner, 0, None, mark_failed=False)
+    p.gangs.forming_since[g[0].gang_key] -= 61
+    schedule(p, h, g[1])
+    again = p.gangs.pins.get(g[0].gang_key)
+    assert again is not None and not again.holding
+    assert p.filter(CycleState(), solo, h.nodes["a1"]) is None
