@@ -65,6 +65,8 @@ class GangManager:
         self.indexes: dict[tuple[str, object, bool], RoomIndex[PodInfo, NodeInfo]] = {}
         self.shapes: dict[str, PodInfo] = {}
         """The last gang member planned per topology key: the shape the domain gauges count in."""
+        self.waiting_since: dict[PodKey, float] = {}
+        """When each member began waiting at Permit (monotonic): tells a timeout from other failures."""
         self.forming_since: dict[GangKey, float] = {}
         """Monotonic time each incomplete gang first held a domain; its holds end
         ``scheduleTimeoutSeconds`` later until it completes or its PodGroup changes (rule 8)."""
@@ -99,6 +101,15 @@ class GangManager:
         self.parked_by_hold.clear()
         self.activate(pods, "reservation_released")
 
+    def pod_group_event(self, gang: GangKey, type_: str, reason: str, note: str) -> None:
+        """Record an event on the gang's PodGroup (if it still exists)."""
+        parts = split_gang_key(gang)
+        pg = self.handle.pod_groups().get(*parts) if parts else None
+        if pg is not None:
+            self.handle.event_recorder().event(
+                pg, controller=self.scheduler_name, type_=type_, reason=reason, action="Scheduling", note=note
+            )
+
     def park_by_hold(self, pod: PodInfo) -> None:
         """Remember a pod a hold kept out, to wake it when a hold ends."""
         self.parked_by_hold[pod.pod_key] = pod.pod
@@ -106,7 +117,15 @@ class GangManager:
     # ---- releases (§4.3) -----------------------------------------------------------------
 
     def release(
-        self, gang: GangKey, owner: str, token: int, pod: PodInfo | None, mark_failed: bool, *, unwind: bool = True
+        self,
+        gang: GangKey,
+        owner: str,
+        token: int,
+        pod: PodInfo | None,
+        mark_failed: bool,
+        *,
+        unwind: bool = True,
+        why: str = "",
     ) -> bool:
         """The shared release routine: end the pin (token 0: whatever pin the gang has), reject
         that attempt's waiters, wake the pods its hold parked, forget ``pod``'s attempt.
@@ -114,16 +133,26 @@ class GangManager:
         ``mark_failed`` records the domain as failed for the gang's next plan (PostFilter).
         ``unwind=False`` is the stale-pin replan: product rule 5 makes it reject waiters and
         wake parked pods like every other release, but it is a pin decision, not an unwind.
-        Returns whether a pin was released.
+        ``why`` goes into the PodGroup's ``HoldReleased`` event when the pin still held or had
+        waiters. Returns whether a pin was released.
         """
+        told: list[Pin] = []
+        before = self.pins.get(gang)
+        held = before is not None and before.holding and before.remaining > 0  # read before it is released
 
         def on_release(pin: Pin) -> None:
             if mark_failed:
                 self.failed.setdefault((gang, owner), set()).add(pin.domain)
-            for wp in self.waiters(gang, pin.token):
+            waiters = self.waiters(gang, pin.token)
+            for wp in waiters:
                 wp.reject(NAME, f"gang {gang} unwound after a member failed to schedule")
+            if why and (held or waiters):
+                told.append(pin)
 
         released = self.pins.release_if(gang, token, on_release)
+        for pin in told:
+            tk, domain = pin.domain
+            self.pod_group_event(gang, "Normal", "HoldReleased", f"released the hold on {tk}={domain}: {why}")
         if released:
             if unwind:
                 self.metrics.unwind()
@@ -133,11 +162,31 @@ class GangManager:
             del self.attempt_by_pod[pod.pod_key]
         return released
 
+    def unreserve(self, pod: PodInfo, gang: Gang, token: int) -> None:
+        """A member's attempt failed after Reserve (Permit timeout or rejection, PreBind or Bind
+        failure): release its pin, telling the PodGroup whether the gang timed out and how many
+        of its members had nodes."""
+        since = self.waiting_since.pop(pod.pod_key, None)
+        pin = self.pins.get(gang.key)
+        if pin is not None and pin.token == token and since is not None:
+            waited = time.monotonic() - since
+            if waited >= gang.timeout - 0.5:
+                placed = sum(1 for _, n in self.handle.pod_groups().placed_members(gang.key) if n is not None)
+                tk, domain = pin.domain
+                note = (
+                    f"timed out after {gang.timeout}s waiting at Permit with {placed} of {gang.min_member} members "
+                    f"on nodes in {tk}={domain}"
+                )
+                self.pod_group_event(gang.key, "Warning", "TimedOut", note)
+                self.release(gang.key, gang.uid, token, pod, mark_failed=False)
+                return
+        self.release(gang.key, gang.uid, token, pod, mark_failed=False, why=f"member {pod.key} failed after Reserve")
+
     def forget_missing_gang(self, gang: GangKey) -> None:
         """The gang's PodGroup is gone: release its pin and forget its failed domains."""
         pin = self.pins.get(gang)
         if pin is not None:
-            self.release(gang, pin.owner, 0, None, mark_failed=False)
+            self.release(gang, pin.owner, 0, None, mark_failed=False, why="its PodGroup is gone")
         for k in [k for k in self.failed if k[0] == gang]:
             del self.failed[k]
 
@@ -157,14 +206,14 @@ class GangManager:
             # The PodGroup was deleted and re-created: the old instance's pin is void.
             had = bool(self.waiters(key, pin.token))
             old_owner = pin.owner
-            self.release(key, old_owner, pin.token, None, mark_failed=False)
+            self.release(key, old_owner, pin.token, None, mark_failed=False, why="its PodGroup was re-created")
             self.failed.pop((key, old_owner), None)
             if had:
                 return Status.unschedulable(f"released commitment owned by a previous PodGroup instance {key}")
             pin = None
         if pin is not None and pin.domain[0] and pin.domain[0] != tk:
             had = bool(self.waiters(key, pin.token))
-            self.release(key, pin.owner, pin.token, None, mark_failed=False)
+            self.release(key, pin.owner, pin.token, None, mark_failed=False, why=f"its topology key is now {tk}")
             self.metrics.pin("topology_replan")
             if had:
                 return Status.unschedulable(f"released commitment after topology key changed for {key}")
@@ -182,7 +231,8 @@ class GangManager:
             # are rejected and forgotten); the next attempt adopts the domain of the members
             # still bound, if any.
             outside = sorted(placed_domains - {pin.domain[1]})
-            self.release(key, pin.owner, pin.token, None, mark_failed=False, unwind=False)
+            why = f"members are placed in {outside[0] or '(no domain)'}, outside it"
+            self.release(key, pin.owner, pin.token, None, mark_failed=False, unwind=False, why=why)
             self.metrics.pin("stale_replan")
             log.info("gangpack.pinGang.stale_replan", v=4, gang=key, releasedDomain=pin.domain[1])
             return Status.unschedulable(
@@ -207,7 +257,8 @@ class GangManager:
             # Rule 8: the gang cannot complete while members it needs are scheduling-gated, so it
             # holds nothing; lifting the last gate lets that member's PreFilter wake the others.
             if pin is not None:
-                self.release(key, pin.owner, pin.token, None, mark_failed=False)
+                why = f"members it needs are scheduling-gated ({', '.join(gated)})"
+                self.release(key, pin.owner, pin.token, None, mark_failed=False, why=why)
             self.templates_incomplete.add(key)
             return Status.unschedulable(f"waiting for scheduling-gated members of gang {key}: {', '.join(gated)}")
         if key in self.templates_incomplete:
@@ -253,7 +304,8 @@ class GangManager:
         ):
             # Stale pin: its domain vanished, or shrank below the gang before any member
             # was placed. Re-plan from scratch (a pin decision, not an unwind).
-            self.release(key, gang.uid, pin.token, None, mark_failed=False, unwind=False)
+            why = "its domain changed and no longer fits the gang"
+            self.release(key, gang.uid, pin.token, None, mark_failed=False, unwind=False, why=why)
             self.metrics.pin("stale_replan")
             log.info("gangpack.pinGang.stale_replan", v=4, gang=key, releasedDomain=pinned_domain)
             pin = None
@@ -277,6 +329,9 @@ class GangManager:
                 )
                 pin.hold_until = self.forming_since[key] + gang.timeout
                 self.metrics.pin("adopted")
+                self.pod_group_event(
+                    key, "Normal", "Adopted", f"adopted {tk}={placed_domain}, where {count} members are already placed"
+                )
                 self.metrics.pinned_groups(len(self.pins))
                 if survey.room(placed_domain) < need:
                     msg = f"adopted domain {placed_domain} cannot fit remaining gang members {key}"
@@ -324,6 +379,10 @@ class GangManager:
         pin = pins.choose(key, gang.uid, tk, d, survey.node_names_of(d), survey.need, holding=self._may_hold(gang))
         pin.hold_until = self.forming_since[key] + gang.timeout
         self.metrics.pin("pinned")
+        hold = "holding it" if pin.holding else "without a hold (its holds expired)"
+        self.pod_group_event(
+            key, "Normal", "Pinned", f"pinned to {tk}={d} ({survey.room(d)} members of room for {survey.need}), {hold}"
+        )
         self.metrics.pinned_groups(len(self.pins))
         return pin
 
@@ -386,6 +445,7 @@ class GangManager:
         self.activate(parked, "permit")
         if not self.pins.is_drained(gang.key, token):
             self.metrics.gate("wait")
+            self.waiting_since[pod.pod_key] = time.monotonic()
             return Status(Code.WAIT)
         if not self._open_gate(gang.key, token):
             return Status.unschedulable(f"gang {gang.key} unwound after a member left its pinned domain")
@@ -403,7 +463,8 @@ class GangManager:
         for wp in waiters:
             ni = self.handle.get_node_info(wp.node)
             if ni is None or ni.labels.get(tk, "") != domain:
-                self.release(gang, pin.owner, token, None, mark_failed=False)
+                why = f"member {wp.pod_info.key} waits on {wp.node}, which left the domain"
+                self.release(gang, pin.owner, token, None, mark_failed=False, why=why)
                 return False
         for wp in waiters:
             wp.allow(NAME)
@@ -422,8 +483,13 @@ class GangManager:
         placed = sum(1 for _, n in self.handle.pod_groups().placed_members(gang.key) if n is not None)
         if placed >= size:
             self.forming_since.pop(gang.key, None)  # complete: its next holds start afresh
+        self.waiting_since.pop(pod.pod_key, None)
         if len(times) == size:
             self.metrics.bind_skew(times[-1] - times[0])
+            pin = self.pins.get(gang.key)
+            where = f" in {pin.domain[0]}={pin.domain[1]}" if pin is not None else ""
+            note = f"all {size} members bound{where}, {times[-1] - times[0]:.3f}s from first to last"
+            self.pod_group_event(gang.key, "Normal", "Bound", note)
             created = [p.pod.metadata.creation_timestamp for p in self.live_members(gang.key)]
             last = max((c for c in created if c), default=None)
             if last is not None:
@@ -457,9 +523,11 @@ class GangManager:
         pin = self.pins.get(key)
         if pin is not None:
             if new is None or (pin.owner and new.metadata.uid != pin.owner):
-                self.release(key, pin.owner, 0, None, mark_failed=False)
+                why = "its PodGroup was deleted" if new is None else "its PodGroup was re-created"
+                self.release(key, pin.owner, 0, None, mark_failed=False, why=why)
             elif pin.domain[0] != topology_key_of(new, self.args):
-                self.release(key, pin.owner, 0, None, mark_failed=False)
+                why = f"its topology key is now {topology_key_of(new, self.args)}"
+                self.release(key, pin.owner, 0, None, mark_failed=False, why=why)
                 self.metrics.pin("topology_replan")
             else:
                 self._follow_spec(key, pin, new)
@@ -500,7 +568,8 @@ class GangManager:
             tk, domain = pin.domain
             if new is None or new.metadata.labels.get(tk, "") != domain:
                 log.info("gangpack.pinGang.stale_replan", v=4, gang=pi.gang_key, releasedDomain=domain, node=name)
-                self.release(pi.gang_key, pin.owner, pin.token, None, mark_failed=False, unwind=False)
+                why = f"node {name} left the domain while {pi.key} waited on it"
+                self.release(pi.gang_key, pin.owner, pin.token, None, mark_failed=False, unwind=False, why=why)
                 self.metrics.pin("stale_replan")
 
     def gc(self) -> None:
@@ -521,7 +590,8 @@ class GangManager:
                 parts = split_gang_key(key)
                 pg = self.handle.pod_groups().get(*parts) if parts else None
                 stale = pg is None or pg.metadata.uid != owner
-            if stale and self.release(key, owner, 0, None, mark_failed=False):
+            why = "the gang has no live pods" if key not in live else "its PodGroup is gone or was re-created"
+            if stale and self.release(key, owner, 0, None, mark_failed=False, why=why):
                 self.failed.pop((key, owner), None)
 
     def _may_hold(self, gang: Gang) -> bool:

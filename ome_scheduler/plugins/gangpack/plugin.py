@@ -177,7 +177,8 @@ class OMEGangPack(
             if not pod.gang and any(RESERVED_NODE in st.reasons for st in statuses.statuses.values()):
                 self.gangs.park_by_hold(pod)
             return Status.unschedulable()
-        if self.gangs.release(pin.gang.key, pin.gang.uid, pin.token, pod, mark_failed=True):
+        why = f"member {pod.key} fit no node of the domain"
+        if self.gangs.release(pin.gang.key, pin.gang.uid, pin.token, pod, mark_failed=True, why=why):
             return Status.unschedulable("gang reservation released after all candidate nodes were filtered")
         return Status.unschedulable()
 
@@ -232,7 +233,7 @@ class OMEGangPack(
         """Release this attempt's pin (a no-op when a newer pin replaced it)."""
         pin: CyclePin | None = state.get(PIN_KEY)
         if pin is not None:
-            self.gangs.release(pin.gang.key, pin.gang.uid, pin.token, pod, mark_failed=False)
+            self.gangs.unreserve(pod, pin.gang, pin.token)
 
     def permit(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status | None, float]:
         """All or nothing (§4.1): Wait up to the gang's timeout until the pin is drained."""

@@ -705,3 +705,17 @@ def test_hold_expires_at_the_gang_timeout_and_later_pins_do_not_hold() -> None:
     again = p.gangs.pins.get(g[0].gang_key)
     assert again is not None and not again.holding
     assert p.filter(CycleState(), solo, h.nodes["a1"]) is None
+
+
+def test_pod_group_events_tell_pinned_bound_and_released() -> None:
+    h = FakeHandle()
+    domains(h, {"a": 2, "b": 3})
+    p, _ = plugin(h)
+    h.groups["ns/g"] = make_pod_group("g", min_member=2, topology_key=DK)
+    g = members(h, "g", 2)
+    _, s, st = prefilter(p, h, g[0])
+    assert s is None
+    reasons = [e[2] for e in h.events]
+    assert reasons == ["Pinned"] and "pinned to topology.ome.io/domain=a" in h.events[0][3]
+    p.post_filter(st, g[0], NodeToStatus())
+    assert h.events[-1][2] == "HoldReleased" and "member ns/g-0 fit no node of the domain" in h.events[-1][3]
