@@ -2,6 +2,8 @@
 # Build (once) the real Kubernetes parts the end-to-end tests and the demo run:
 #   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl  (k8s.io/kubernetes v1.35.4)
 #   etcd (go.etcd.io/etcd/server/v3), kwok (sigs.k8s.io/kwok), helm (helm.sh/helm/v3)
+#   the job operators whose PodGroups e2e/test_operators.py schedules: mpi-operator
+#   (github.com/kubeflow/mpi-operator) and the training-operator (github.com/kubeflow/training-operator)
 # from the wrapper modules under e2e/tools/, whose go.mod and go.sum are committed.
 #
 # Every binary set is cached outside the checkout, in a directory keyed by the wrapper's
@@ -32,6 +34,8 @@ HELM_VERSION=$(awk '$1=="helm.sh/helm/v3"{print $2}' "$here/tools/helm/go.mod")
 ld_helm="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
 KWOK_VERSION=$(awk '$1=="sigs.k8s.io/kwok"{print $2}' "$here/tools/kwok/go.mod")
 ld_kwok="-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
+MPI_VERSION=$(awk '$1=="github.com/kubeflow/mpi-operator"{print $2}' "$here/tools/mpi-operator/go.mod")
+ld_mpi="-s -w -X github.com/kubeflow/mpi-operator/pkg/version.Version=$MPI_VERSION"
 
 # The go command names a binary after its package path's last element, skipping a /vN suffix.
 binname() { local b; b=$(basename "$1"); [[ $b =~ ^v[0-9]+$ ]] && b=$(basename "$(dirname "$1")"); echo "$b"; }
@@ -66,6 +70,8 @@ build k8s "$ld_k8s" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/k
   k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl
 build kwok "$ld_kwok" sigs.k8s.io/kwok/cmd/kwok
 build helm "$ld_helm" helm.sh/helm/v3/cmd/helm
+build mpi-operator "$ld_mpi" github.com/kubeflow/mpi-operator/cmd/mpi-operator
+build training-operator "-s -w" github.com/kubeflow/training-operator/cmd/training-operator.v1
 
 "$cache/current/kube-apiserver" --version >&2
 echo "$cache/current"
