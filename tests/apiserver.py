@@ -12,11 +12,15 @@ and error decoding) runs for real:
   ``allowed`` (``(user, path, verb)``);
 * ``events.k8s.io/v1`` events: POST (409 when the name exists) and JSON merge PATCH (404 when
   missing);
-* pod status PATCHes: recorded, answered ``{}``.
+* pod status PATCHes: recorded, answered ``{}``; pod Binding POSTs: answered 201 ``Success``.
 
-Every request is appended to ``requests`` in arrival order. ``fail()`` queues error answers,
+Every request is appended to ``requests`` in arrival order (with its monotonic arrival time). ``fail()`` queues error answers,
 ``hold()`` parks matching requests until released, ``after_get`` runs once after a GET is
 answered (to play a concurrent writer). Use it as ``async with FakeApiServer() as api:``; its clients are closed on exit.
+
+``python -m tests.apiserver`` runs one as a process of its own (for load tests): it prints its
+URL, serves until stdin closes, then prints every request as JSON lines
+(``[method, path, arrival]``).
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ import asyncio
 import itertools
 import json
 import re
+import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +42,7 @@ from ome_scheduler.kube.client import KubeClient
 _LEASE = re.compile(r"^/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?$")
 _EVENT = re.compile(r"^/apis/events\.k8s\.io/v1/namespaces/([^/]+)/events(?:/([^/]+))?$")
 _POD_STATUS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/status$")
+_BINDING = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/binding$")
 
 
 @dataclass
@@ -47,6 +54,7 @@ class Request:
     content_type: str
     body: Any
     authorization: str
+    at: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -205,6 +213,10 @@ class FakeApiServer:
             return self._event(req, m.group(1), m.group(2))
         if _POD_STATUS.match(req.path) and req.method == "PATCH":
             return web.json_response({})
+        if _BINDING.match(req.path) and req.method == "POST":
+            return web.json_response(
+                {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, status=201
+            )
         if req.path == "/apis/authentication.k8s.io/v1/tokenreviews" and req.method == "POST":
             user = self.users.get(req.body["spec"]["token"])
             st: dict[str, Any] = (
@@ -272,3 +284,17 @@ def _user_metadata(body: dict[str, Any]) -> dict[str, Any]:
     """The metadata a write may set (the server owns name, namespace, uid and resourceVersion)."""
     md = body.get("metadata", {})
     return {k: v for k, v in md.items() if k not in ("name", "namespace", "uid", "resourceVersion")}
+
+
+async def _main() -> None:
+    async with FakeApiServer() as api:
+        print(api.url, flush=True)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, sys.stdin.read)  # until the parent closes our stdin
+        for r in api.requests:
+            sys.stdout.write(json.dumps([r.method, r.path, r.at]) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    asyncio.run(_main())
