@@ -23,6 +23,10 @@ Python process pays for each open connection, so this server adds what Go does n
   at the cap would be a GiB here. One request is read at a time per connection; pipelined
   bytes beyond one more request close the connection.
 
+TLS handshakes are paced: at most :data:`HANDSHAKES_PER_TICK` handshake steps per
+event-loop iteration, the waiting ones newest first, so a flood of new connections costs the
+loop a bounded slice per iteration instead of one long stall.
+
 HTTP parsing is h11's; TLS runs on ``ssl.SSLObject`` over memory BIOs inside one
 ``asyncio.Protocol`` per connection, so a connection in its handshake is counted and can
 be displaced like any other (asyncio's own TLS transport hides it until the handshake ends
@@ -61,6 +65,9 @@ SWEEP_INTERVAL = 0.25
 FD_RESERVE = 256
 """Descriptors kept for everything but the endpoint's connections (API client pool, watches,
 files, the listening socket)."""
+HANDSHAKES_PER_TICK = 8
+"""TLS handshake steps run per event-loop iteration (a step with a ClientHello costs about
+0.2-0.5 ms of CPU); more wait for the next iterations."""
 CAP_LOG_INTERVAL = 60.0
 """Seconds between log lines saying the connection cap was reached."""
 READ_CHUNK = 16384
@@ -212,6 +219,9 @@ class HttpsServer:
         # Connections that may be displaced, oldest stage entry first (a dict keeps order).
         self._displaceable: dict[_Conn, None] = {}
         self._cap_logged = -CAP_LOG_INTERVAL
+        self._handshake_budget = HANDSHAKES_PER_TICK
+        self._handshake_queue: collections.deque[_Conn] = collections.deque()
+        self._tick_scheduled = False
 
     @property
     def open_connections(self) -> int:
@@ -237,11 +247,13 @@ class HttpsServer:
             for c in list(self._conns):
                 if c.stage is not Stage.BUSY:
                     c.abort(None)
-            answers = [c.task for c in self._conns if c.task is not None and not c.task.done()]
-            if answers:
-                await asyncio.wait(answers, timeout=self.limits.shutdown_grace)
-            for c in list(self._conns):
-                c.abort(None)
+            try:
+                answers = [c.task for c in self._conns if c.task is not None and not c.task.done()]
+                if answers:
+                    await asyncio.wait(answers, timeout=self.limits.shutdown_grace)
+            finally:  # also when cancelled during the grace period
+                for c in list(self._conns):
+                    c.abort(None)
 
     async def _sweep(self) -> None:
         """Close every connection past its stage's deadline."""
@@ -255,6 +267,43 @@ class HttpsServer:
                     c.close(reason)  # nothing in flight: a polite close_notify
                 else:
                     c.abort(reason)
+
+    # ---- handshake pacing --------------------------------------------------------------
+
+    def _handshake_slot(self, conn: _Conn) -> bool:
+        """Whether ``conn`` may run a handshake step now.
+
+        At most :data:`HANDSHAKES_PER_TICK` steps run per event-loop iteration, so a burst of
+        new connections never stalls the loop (and the scheduler's Bindings and Lease
+        renewals with it) for long. The others wait and are served newest first (adaptive
+        LIFO, as overloaded servers do): a probe that just connected goes ahead of a flood's
+        backlog, whose oldest members run into the handshake timeout instead.
+        """
+        if not self._tick_scheduled:
+            self._tick_scheduled = True
+            asyncio.get_running_loop().call_soon(self._next_tick)
+        if self._handshake_budget > 0:
+            self._handshake_budget -= 1
+            return True
+        if not conn.handshake_queued:
+            conn.handshake_queued = True
+            self._handshake_queue.append(conn)
+        return False
+
+    def _next_tick(self) -> None:
+        """A new loop iteration: refill the handshake budget and run queued handshake steps."""
+        self._tick_scheduled = False
+        self._handshake_budget = HANDSHAKES_PER_TICK
+        while self._handshake_queue and self._handshake_budget > 0:
+            conn = self._handshake_queue.pop()  # newest first
+            conn.handshake_queued = False
+            if conn.closing:
+                continue
+            self._handshake_budget -= 1
+            conn.handshake_step()
+        if self._handshake_queue and not self._tick_scheduled:
+            self._tick_scheduled = True
+            asyncio.get_running_loop().call_soon(self._next_tick)
 
     # ---- bookkeeping called by connections ---------------------------------------------
 
@@ -324,6 +373,8 @@ class _Conn(asyncio.Protocol):
         self._in = ssl.MemoryBIO()
         self._out = ssl.MemoryBIO()
         self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=self.limits.max_header_bytes)
+        self.handshake_queued = False
+        """Waiting for a handshake slot (see ``HttpsServer._handshake_slot``)."""
         self._eof = False
         self._body = 0
         self._pending = 0  # bytes received while an answer is in progress
@@ -357,23 +408,33 @@ class _Conn(asyncio.Protocol):
         self.server._enter(self, Stage.HANDSHAKE, self.limits.handshake_timeout)
 
     def data_received(self, data: bytes) -> None:
-        """Feed TLS; finish the handshake, or decrypt and parse."""
+        """Feed TLS; advance the handshake (when the server grants a slot this loop
+        iteration), or decrypt and parse."""
         if self.closing or self._tls is None:
             return
         self._in.write(data)
         if self.stage is Stage.HANDSHAKE:
-            try:
-                self._tls.do_handshake()
-            except ssl.SSLWantReadError:
-                self._flush()
-                return
-            except (ssl.SSLError, OSError) as exc:
-                self._flush()  # the alert, so the client learns why
-                log.info("TLS handshake error", v=5, client=self.client, error=str(exc))
-                self.abort("handshake_error")
-                return
+            if self.server._handshake_slot(self):
+                self.handshake_step()
+            return
+        self._pump()
+
+    def handshake_step(self) -> None:
+        """Run the TLS handshake as far as the bytes received allow; then serve what follows."""
+        if self.closing or self._tls is None or self.stage is not Stage.HANDSHAKE:
+            return
+        try:
+            self._tls.do_handshake()
+        except ssl.SSLWantReadError:
             self._flush()
-            self.server._enter(self, Stage.READING, self.limits.read_header_timeout)
+            return
+        except (ssl.SSLError, OSError) as exc:
+            self._flush()  # the alert, so the client learns why
+            log.info("TLS handshake error", v=5, client=self.client, error=str(exc))
+            self.abort("handshake_error")
+            return
+        self._flush()
+        self.server._enter(self, Stage.READING, self.limits.read_header_timeout)
         self._pump()
 
     def eof_received(self) -> bool:

@@ -44,9 +44,13 @@ class RecordingElector(LeaderElector):
     renewals: list[float] = field(default_factory=list)
     failed_attempts: list[str] = field(default_factory=list)
 
+    durations: list[float] = field(default_factory=list)
+
     async def try_acquire_or_renew(self) -> bool:
+        t0 = time.monotonic()
         try:
             ok = await super().try_acquire_or_renew()
+            self.durations.append(time.monotonic() - t0)
         except Exception as exc:
             self.failed_attempts.append(repr(exc))
             raise
@@ -111,6 +115,7 @@ async def main(args: argparse.Namespace) -> None:
     out: dict[str, Any] = {
         "renewals": elector.renewals,
         "failed_renewals": elector.failed_attempts,
+        "renewal_durations": sorted(elector.durations)[-3:],
         "binds": binds,
         "bind_errors": bind_errors[:5],
         "bind_error_count": len(bind_errors),

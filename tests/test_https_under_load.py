@@ -167,7 +167,7 @@ def test_healthz_leases_and_bindings_hold_under_slowloris_and_random_tokens(caps
         f"\n  TokenReviews sent during the attack: {len(trs)} (bound {tr_bound:.0f}); SubjectAccessReviews "
         f"{len(sars)}; reviews throttled {side['reviews_throttled']}"
         f"\n  Lease renewals: {len(renewals)}, largest gap {max(gaps):.2f} s (retry period {RETRY_PERIOD} s), "
-        f"failed attempts {side['failed_renewals']}, lost {side['lost']}"
+        f"failed attempts {side['failed_renewals']}, lost {side['lost']}, slowest {side['renewal_durations']}"
         f"\n  Bindings/s: {bind_base:.1f} before, {bind_attack:.1f} during the attack "
         f"({bind_attack / bind_base:.0%}); errors {side['bind_error_count']}"
     )

@@ -373,3 +373,29 @@ def test_the_connection_cap_stays_below_the_descriptor_limit() -> None:
     assert connection_cap(1024, fd_limit=1048576) == 1024
     assert connection_cap(1024, fd_limit=1024) == 1024 - 256
     assert connection_cap(1024, fd_limit=100) == 16
+
+
+def test_handshakes_are_paced_per_loop_iteration_newest_first() -> None:
+    class FakeConn:
+        def __init__(self, n: int, ran: list[int]) -> None:
+            self.n, self.ran = n, ran
+            self.closing = False
+            self.handshake_queued = False
+
+        def handshake_step(self) -> None:
+            self.ran.append(self.n)
+
+    async def main() -> None:
+        srv = HttpsServer(ok, lambda: CERTS.context)
+        ran: list[int] = []
+        conns = [FakeConn(i, ran) for i in range(20)]
+        granted = [srv._handshake_slot(c) for c in conns]
+        assert granted == [True] * 8 + [False] * 12  # the rest wait for later iterations
+        conns[19].closing = True  # closed while waiting: skipped
+        await asyncio.sleep(0)  # next iteration: the newest waiting first
+        assert ran == [18, 17, 16, 15, 14, 13, 12, 11]
+        assert srv._handshake_slot(FakeConn(99, ran)) is False  # this iteration's budget is spent
+        await asyncio.sleep(0)
+        assert ran[8:] == [99, 10, 9, 8]
+
+    run(main)
