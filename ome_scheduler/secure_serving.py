@@ -8,12 +8,14 @@ leans on cheap goroutines and on Go raising the descriptor limit to its hard max
 Python process pays for each open connection, so this server adds what Go does not need
 (:class:`ServingLimits`):
 
-* a **connection cap**: at the cap, a new connection displaces the open connection that has
-  waited longest without a request being answered (in its TLS handshake, reading a request,
-  or idle between requests); a connection whose request is being answered is never
-  displaced. Slow or idle clients therefore cannot lock out a kubelet probe, and the process
-  never runs out of descriptors (the cap stays below ``RLIMIT_NOFILE``, see
-  :func:`connection_cap`);
+* a **connection cap** shared fairly between client IPs: at the cap, a client holding its
+  share already is refused before any TLS work, and any other client's new connection
+  displaces the connection that has waited longest without a request being answered (in its
+  TLS handshake, reading a request, or idle between requests) among those of clients above
+  their share; a connection whose request is being answered is never displaced. Slow or
+  idle clients therefore cannot lock out a kubelet probe, reconnecting in a loop costs them
+  an accept and a close rather than a handshake, and the process never runs out of
+  descriptors (the cap stays below ``RLIMIT_NOFILE``, see :func:`connection_cap`);
 * **deadlines per stage**, none of them reset by a trickle of bytes: the TLS handshake
   (10 s), the request head and body (32 s from the handshake's end, or from the first byte
   on a kept-alive connection; kube's ``ReadHeaderTimeout``), the idle time between requests
@@ -60,6 +62,8 @@ log = get_logger()
 BACKLOG = 4096
 """``listen(2)`` backlog; the kernel caps it at ``net.core.somaxconn`` (Go passes that value).
 A full backlog drops SYNs, and a dropped SYN costs a client a 1 s retransmission."""
+ACCEPTS_PER_TICK = 64
+"""Connections accepted per event-loop iteration at most; the rest wait in the kernel's queue."""
 SWEEP_INTERVAL = 0.25
 """Seconds between deadline sweeps (deadlines are enforced to within this)."""
 FD_RESERVE = 256
@@ -68,6 +72,8 @@ files, the listening socket)."""
 HANDSHAKES_PER_TICK = 8
 """TLS handshake steps run per event-loop iteration (a step with a ClientHello costs about
 0.2-0.5 ms of CPU); more wait for the next iterations."""
+VICTIM_SCAN = 256
+"""How many of the longest-waiting connections are searched for one of a client above its share."""
 CAP_LOG_INTERVAL = 60.0
 """Seconds between log lines saying the connection cap was reached."""
 READ_CHUNK = 16384
@@ -198,8 +204,16 @@ class HttpsServer:
     """Serves ``handler`` over TLS (contexts from ``tls_context()``, called per connection so a
     reloaded certificate applies to new connections) within ``limits``.
 
+    At the connection cap a new connection from a client IP that already holds its share
+    (the cap divided by the number of client IPs connected, the newcomer included) is refused
+    before any TLS work; any other displaces the longest-waiting displaceable connection of a
+    client above its share (or, failing that, the longest-waiting of all). A connection whose
+    request is being answered is never displaced; when every connection is, the newcomer is
+    refused.
+
     :attr:`closed` counts connections the server closed, by reason (:data:`CLOSE_REASONS`);
-    :attr:`accepted` counts accepted connections, :attr:`open_connections` those open now.
+    :attr:`accepted` counts accepted connections, :attr:`open_connections` those open now and
+    :attr:`peak_connections` the most open at once.
     """
 
     def __init__(
@@ -214,13 +228,16 @@ class HttpsServer:
         self.limits = limits or ServingLimits()
         self.metrics = metrics
         self.accepted = 0
+        self.peak_connections = 0
         self.closed: collections.Counter[str] = collections.Counter()
         self._conns: set[_Conn] = set()
         # Connections that may be displaced, oldest stage entry first (a dict keeps order).
         self._displaceable: dict[_Conn, None] = {}
+        self._per_client: collections.Counter[str] = collections.Counter()  # open connections by client IP
         self._cap_logged = -CAP_LOG_INTERVAL
         self._handshake_budget = HANDSHAKES_PER_TICK
-        self._handshake_queue: collections.deque[_Conn] = collections.deque()
+        # Connections waiting for a handshake slot, oldest first (popitem takes the newest).
+        self._handshake_waiting: dict[_Conn, None] = {}
         self._tick_scheduled = False
 
     @property
@@ -237,7 +254,10 @@ class HttpsServer:
         get :attr:`ServingLimits.shutdown_grace` seconds, every other connection is dropped.
         The socket is closed on return."""
         loop = asyncio.get_running_loop()
-        server = await loop.create_server(lambda: _Conn(self), sock=sock, backlog=BACKLOG)
+        # asyncio accepts up to ``backlog`` connections per readiness event: a small value
+        # spreads an accept burst over loop iterations; the kernel's queue is then set long.
+        server = await loop.create_server(lambda: _Conn(self), sock=sock, backlog=ACCEPTS_PER_TICK)
+        sock.listen(BACKLOG)
         sweeper = asyncio.ensure_future(self._sweep())
         try:
             await stop.wait()
@@ -285,49 +305,61 @@ class HttpsServer:
         if self._handshake_budget > 0:
             self._handshake_budget -= 1
             return True
-        if not conn.handshake_queued:
-            conn.handshake_queued = True
-            self._handshake_queue.append(conn)
+        self._handshake_waiting[conn] = None
         return False
 
     def _next_tick(self) -> None:
         """A new loop iteration: refill the handshake budget and run queued handshake steps."""
         self._tick_scheduled = False
         self._handshake_budget = HANDSHAKES_PER_TICK
-        while self._handshake_queue and self._handshake_budget > 0:
-            conn = self._handshake_queue.pop()  # newest first
-            conn.handshake_queued = False
-            if conn.closing:
-                continue
+        while self._handshake_waiting and self._handshake_budget > 0:
+            conn, _ = self._handshake_waiting.popitem()  # newest first
             self._handshake_budget -= 1
             conn.handshake_step()
-        if self._handshake_queue and not self._tick_scheduled:
+        if self._handshake_waiting and not self._tick_scheduled:
             self._tick_scheduled = True
             asyncio.get_running_loop().call_soon(self._next_tick)
 
     # ---- bookkeeping called by connections ---------------------------------------------
 
     def _admit(self, conn: _Conn) -> bool:
-        """Register a new connection, displacing the longest-waiting one at the cap."""
+        """Register a new connection; at the cap, refuse it or displace another (see
+        :class:`HttpsServer`)."""
         self.accepted += 1
+        client = conn.client
         if len(self._conns) >= self.limits.max_connections:
             now = time.monotonic()
             if now - self._cap_logged >= CAP_LOG_INTERVAL:
                 self._cap_logged = now
                 log.info(
-                    "HTTPS connection cap reached; displacing the connections waiting longest",
+                    "HTTPS connection cap reached; refusing clients above their share, displacing waiting connections",
                     v=0,
                     maxConnections=self.limits.max_connections,
+                    clients=len(self._per_client),
                     closed=dict(self.closed),
                 )
-            victim = next(iter(self._displaceable), None)
+            clients = len(self._per_client) + (0 if client in self._per_client else 1)
+            share = self.limits.max_connections // clients
+            victim = None if self._per_client[client] >= share else self._victim(share)
             if victim is None:
                 self._count("refused")
                 return False
             victim.abort("evicted")
         self._conns.add(conn)
+        self._per_client[client] += 1
+        self.peak_connections = max(self.peak_connections, len(self._conns))
         self._gauge()
         return True
+
+    def _victim(self, share: int) -> _Conn | None:
+        """The longest-waiting displaceable connection of a client above ``share`` (looking at
+        the :data:`VICTIM_SCAN` longest-waiting ones), else the longest-waiting of all."""
+        for i, c in enumerate(self._displaceable):
+            if self._per_client[c.client] > share:
+                return c
+            if i >= VICTIM_SCAN:
+                break
+        return next(iter(self._displaceable), None)
 
     def _enter(self, conn: _Conn, stage: Stage, timeout: float) -> None:
         """Move ``conn`` to ``stage`` with a fresh deadline ``timeout`` seconds away."""
@@ -339,9 +371,15 @@ class HttpsServer:
 
     def _forget(self, conn: _Conn, reason: str | None) -> None:
         """Drop a closed connection (idempotent); count ``reason`` if given."""
+        self._handshake_waiting.pop(conn, None)
         if conn in self._conns:
             self._conns.discard(conn)
             self._displaceable.pop(conn, None)
+            left = self._per_client[conn.client] - 1
+            if left > 0:
+                self._per_client[conn.client] = left
+            else:
+                del self._per_client[conn.client]
             if reason:
                 self._count(reason)
             self._gauge()
@@ -370,11 +408,11 @@ class _Conn(asyncio.Protocol):
         self.closing = False
         self.transport: asyncio.Transport | None = None
         self._tls: ssl.SSLObject | None = None
-        self._in = ssl.MemoryBIO()
-        self._out = ssl.MemoryBIO()
-        self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=self.limits.max_header_bytes)
-        self.handshake_queued = False
-        """Waiting for a handshake slot (see ``HttpsServer._handshake_slot``)."""
+        # TLS and HTTP state come with admission (connection_made): a refused connection
+        # costs no more than its accept.
+        self._in: ssl.MemoryBIO
+        self._out: ssl.MemoryBIO
+        self._h11: h11.Connection
         self._eof = False
         self._body = 0
         self._pending = 0  # bytes received while an answer is in progress
@@ -404,6 +442,9 @@ class _Conn(asyncio.Protocol):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, self.limits.keepalive_period)
             except OSError:
                 pass
+        self._in = ssl.MemoryBIO()
+        self._out = ssl.MemoryBIO()
+        self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=self.limits.max_header_bytes)
         self._tls = self.server.tls_context().wrap_bio(self._in, self._out, server_side=True)
         self.server._enter(self, Stage.HANDSHAKE, self.limits.handshake_timeout)
 

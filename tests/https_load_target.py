@@ -93,6 +93,15 @@ async def main(args: argparse.Namespace) -> None:
             except Exception as exc:
                 bind_errors.append(repr(exc))
 
+    lags: list[tuple[float, float]] = []
+
+    async def loop_lag() -> None:
+        """How late a 50 ms sleep wakes up: the event loop's stalls, as the scheduler would feel them."""
+        while not stop.is_set():
+            t = time.monotonic()
+            await asyncio.sleep(0.05)
+            lags.append((t, time.monotonic() - t - 0.05))
+
     async def wait_stdin_closed() -> None:
         await anyio.to_thread.run_sync(sys.stdin.read)
         stop.set()
@@ -106,6 +115,7 @@ async def main(args: argparse.Namespace) -> None:
         tg.start_soon(elector.renew_forever, lambda: lost.append(time.monotonic()))
         for i in range(args.binders):
             tg.start_soon(binder, i)
+        tg.start_soon(loop_lag)
         print(f"PORT {port}", flush=True)
         await wait_stdin_closed()
         await asyncio.sleep(0.2)
@@ -116,11 +126,13 @@ async def main(args: argparse.Namespace) -> None:
         "renewals": elector.renewals,
         "failed_renewals": elector.failed_attempts,
         "renewal_durations": sorted(elector.durations)[-3:],
+        "loop_lags": lags,
         "binds": binds,
         "bind_errors": bind_errors[:5],
         "bind_error_count": len(bind_errors),
         "lost": lost,
         "accepted": server.accepted if server is not None else 0,
+        "peak_connections": server.peak_connections if server is not None else 0,
         "closed": dict(server.closed) if server is not None else {},
         "max_connections": endpoint.limits.max_connections,
         "reviews_sent": endpoint.reviews.sent,

@@ -1,7 +1,7 @@
 """A hostile client of the HTTPS endpoint, run as its own process by the load test.
 
 ``python -m tests.loadgen --port P --slow N --rps R --seconds S [--host H]`` opens ``N`` slow
-connections (slowloris: two thirds finish the TLS handshake and then send one request header
+connections (from the ``--slow-sources`` addresses in turn; slowloris: two thirds finish the TLS handshake and then send one request header
 line every few seconds without ever ending the request, one third open TCP and send nothing)
 and reopens any the server closes, once a second, as slowloris tools do; meanwhile it sends
 ``R`` requests per second to ``/metrics``, each on a new TLS connection, with a random bearer
@@ -94,15 +94,19 @@ class SlowConn(asyncio.Protocol):
             self.transport.abort()
 
 
-async def slowloris(host: str, port: int, n: int, until: float, stats: collections.Counter[str]) -> list[SlowConn]:
-    """Keep ``n`` slow connections open until ``until`` (loop time), reopening closed ones."""
+async def slowloris(
+    host: str, sources: list[str], port: int, n: int, until: float, stats: collections.Counter[str]
+) -> list[SlowConn]:
+    """Keep ``n`` slow connections open until ``until`` (loop time), reopening closed ones,
+    from the ``sources`` addresses in turn (``""``: the kernel's choice)."""
     loop = asyncio.get_running_loop()
     conns: list[SlowConn | None] = [None] * n
 
     async def open_one(i: int) -> None:
         proto = SlowConn(tls=i % 3 != 0)
+        source = sources[i % len(sources)]
         try:
-            await loop.create_connection(lambda: proto, host, port)
+            await loop.create_connection(lambda: proto, host, port, local_addr=(source, 0) if source else None)
         except OSError:
             stats["connect_errors"] += 1
             return
@@ -180,7 +184,8 @@ async def main(args: argparse.Namespace) -> None:
         if args.rps > 0
         else asyncio.sleep(0)
     )
-    conns = await slowloris(args.host, args.port, args.slow, until, stats)
+    slow_sources = args.slow_sources.split(",") if args.slow_sources else [""]
+    conns = await slowloris(args.host, slow_sources, args.port, args.slow, until, stats)
     await tokens
     latencies.sort()
     out = {
@@ -204,6 +209,7 @@ if __name__ == "__main__":
     p.add_argument("--rps", type=float, default=100.0)
     p.add_argument("--seconds", type=float, default=20.0)
     p.add_argument("--sources", default="", help="comma-separated source IPs for the token requests")
+    p.add_argument("--slow-sources", default="", help="comma-separated source IPs for the slow connections")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     asyncio.run(main(p.parse_args()))

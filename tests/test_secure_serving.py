@@ -66,8 +66,10 @@ async def serving(
         await asyncio.wait_for(task, 10)
 
 
-async def tls(port: int, ctx: ssl.SSLContext | None = None) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    return await asyncio.open_connection("127.0.0.1", port, ssl=ctx or client_ctx())
+async def tls(
+    port: int, ctx: ssl.SSLContext | None = None, source: str = "127.0.0.1"
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection("127.0.0.1", port, ssl=ctx or client_ctx(), local_addr=(source, 0))
 
 
 async def read_response(r: asyncio.StreamReader) -> tuple[int, dict[str, str], bytes]:
@@ -155,22 +157,30 @@ def test_keep_alive_serves_several_requests_and_pipelined_ones_in_order() -> Non
     run(main)
 
 
-def test_at_the_cap_the_longest_waiting_connection_makes_room_for_a_probe() -> None:
+def test_at_the_cap_a_probe_displaces_the_longest_waiting_connection_of_the_crowding_client() -> None:
     async def main() -> None:
-        async with serving(max_connections=3) as (srv, port):
+        async with serving(max_connections=4) as (srv, port):
             slow = []
-            for _ in range(3):
-                r, w = await tls(port)
+            for source in ("127.0.0.3", "127.0.0.1", "127.0.0.1", "127.0.0.1"):
+                r, w = await tls(port, source=source)
                 w.write(b"GET /healthz HTTP/1.1\r\n")  # never finished
                 slow.append((r, w))
                 await asyncio.sleep(0.05)
-            assert srv.open_connections == 3
-            r, w = await tls(port)
+            assert srv.open_connections == 4
+            # The kubelet's address holds nothing: it gets in, at the expense of the oldest
+            # connection of the client above its share (127.0.0.1: 3 > 4 // 3), not of the
+            # older connection of 127.0.0.3.
+            r, w = await tls(port, source="127.0.0.2")
             w.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             assert (await read_response(r))[:1] == (200,)
             assert srv.closed == {"evicted": 1}
-            assert await closed_within(slow[0][0], 2) < 2  # the oldest went
-            assert srv.open_connections == 3
+            assert await closed_within(slow[1][0], 2) < 2
+            assert srv.open_connections == 4
+            # 127.0.0.1 reconnecting at the cap is over its share: refused before any TLS work.
+            with pytest.raises((ConnectionResetError, ssl.SSLError, asyncio.IncompleteReadError)):
+                await tls(port, source="127.0.0.1")
+            await asyncio.sleep(0.05)
+            assert srv.closed == {"evicted": 1, "refused": 1}
 
     run(main)
 
@@ -191,7 +201,7 @@ def test_a_connection_being_answered_is_never_displaced() -> None:
                 busy.append((r, w))  # a collected writer would close its connection
             await asyncio.sleep(0.2)
             assert srv.stages() == {"busy": 2}
-            r, _ = await asyncio.open_connection("127.0.0.1", port)
+            r, _ = await asyncio.open_connection("127.0.0.1", port, local_addr=("127.0.0.2", 0))
             assert await closed_within(r, 2) < 2
             assert srv.closed == {"refused": 1}
             release.set()
@@ -379,8 +389,6 @@ def test_handshakes_are_paced_per_loop_iteration_newest_first() -> None:
     class FakeConn:
         def __init__(self, n: int, ran: list[int]) -> None:
             self.n, self.ran = n, ran
-            self.closing = False
-            self.handshake_queued = False
 
         def handshake_step(self) -> None:
             self.ran.append(self.n)
@@ -391,7 +399,7 @@ def test_handshakes_are_paced_per_loop_iteration_newest_first() -> None:
         conns = [FakeConn(i, ran) for i in range(20)]
         granted = [srv._handshake_slot(c) for c in conns]
         assert granted == [True] * 8 + [False] * 12  # the rest wait for later iterations
-        conns[19].closing = True  # closed while waiting: skipped
+        srv._forget(conns[19], None)  # closed while waiting: dropped from the queue
         await asyncio.sleep(0)  # next iteration: the newest waiting first
         assert ran == [18, 17, 16, 15, 14, 13, 12, 11]
         assert srv._handshake_slot(FakeConn(99, ran)) is False  # this iteration's budget is spent
