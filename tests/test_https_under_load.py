@@ -18,11 +18,12 @@ Four processes, so that each side pays for its own CPU:
 
 Checked: every probe answers 200 within 1 s; no Lease renewal is missed (every attempt
 succeeds, no gap between renewals exceeds the retry period by more than 1 s, the lease is
-never lost); the Binding rate under attack stays within 25 % of the rate before it
-(the attacker shares this machine's two cores; with the reviews on the scheduler's own
-client, as before this endpoint was hardened, it fell to about 20 % of it); the TokenReviews the API server receives stay
-within the review limit (burst + rate x duration) whatever the attacker sends. The figures
-are printed in the run's output (and are in every assertion message).
+never lost); the Binding rate under attack stays within 25 % of the rate before it (the
+attacker shares this machine's two cores; with the reviews on the scheduler's own client,
+as before this endpoint was hardened, it fell to about 20 % of it); the TokenReviews the API
+server receives stay within the review limit (burst + rate x duration) whatever the
+attacker sends. The figures are printed in the run's output (and are in every assertion
+message).
 """
 
 from __future__ import annotations
