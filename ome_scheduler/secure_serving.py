@@ -205,7 +205,8 @@ class HttpsServer:
     reloaded certificate applies to new connections) within ``limits``.
 
     At the connection cap a new connection from a client IP that already holds its share
-    (the cap divided by the number of client IPs connected, the newcomer included) is refused
+    (the cap divided by the number of client IPs connected, the newcomer included; at least
+    one) is refused
     before any TLS work; any other displaces the longest-waiting displaceable connection of a
     client above its share (or, failing that, the longest-waiting of all). A connection whose
     request is being answered is never displaced; when every connection is, the newcomer is
@@ -339,7 +340,7 @@ class HttpsServer:
                     closed=dict(self.closed),
                 )
             clients = len(self._per_client) + (0 if client in self._per_client else 1)
-            share = self.limits.max_connections // clients
+            share = max(1, self.limits.max_connections // clients)
             victim = None if self._per_client[client] >= share else self._victim(share)
             if victim is None:
                 self._count("refused")

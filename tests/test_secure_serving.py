@@ -185,6 +185,26 @@ def test_at_the_cap_a_probe_displaces_the_longest_waiting_connection_of_the_crow
     run(main)
 
 
+def test_with_more_clients_than_connections_a_newcomer_still_gets_one() -> None:
+    async def main() -> None:
+        async with serving(max_connections=2) as (srv, port):
+            slow = []
+            for source in ("127.0.0.3", "127.0.0.4"):
+                r, w = await tls(port, source=source)
+                w.write(b"GET /healthz HTTP/1.1\r\n")
+                slow.append((r, w))
+                await asyncio.sleep(0.05)
+            # Three clients for two connections: the share is one each, nobody is above it,
+            # so the newcomer displaces the longest-waiting connection of all.
+            r, w = await tls(port, source="127.0.0.2")
+            w.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert (await read_response(r))[:1] == (200,)
+            assert await closed_within(slow[0][0], 2) < 2
+            assert srv.closed == {"evicted": 1}
+
+    run(main)
+
+
 def test_a_connection_being_answered_is_never_displaced() -> None:
     async def main() -> None:
         release = asyncio.Event()
