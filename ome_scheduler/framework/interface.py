@@ -19,7 +19,7 @@ from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import AffinityTerm, GangKey, NodeInfo, PodInfo, PodKey, QueuedPodInfo
 
 if TYPE_CHECKING:
-    from ome_scheduler.api.core import Namespace, Pod
+    from ome_scheduler.api.core import Namespace, Node, Pod
     from ome_scheduler.api.scheduling import PodGroup
     from ome_scheduler.framework.waiting_pods import WaitingPod
     from ome_scheduler.metrics import Metrics
@@ -369,10 +369,14 @@ class PostBindPlugin(Plugin):
 
 class EventRecorder(Protocol):
     """Where the scheduling loop reports to users (``kube.recorder.Recorder`` in production):
-    events on pods and the pod's ``PodScheduled`` condition and ``nominatedNodeName``."""
+    events on pods (and on nodes and PodGroups it cannot use) and the pod's ``PodScheduled``
+    condition and ``nominatedNodeName``."""
 
-    def event(self, pod: Pod, *, controller: str, type_: str, reason: str, action: str, note: str) -> None:
-        """Record an ``events.k8s.io/v1`` event about ``pod`` (in the background)."""
+    def event(
+        self, regarding: Pod | Node | PodGroup, *, controller: str, type_: str, reason: str, action: str, note: str
+    ) -> None:
+        """Record an ``events.k8s.io/v1`` event about ``regarding`` (in the background): a pod,
+        or a node or PodGroup the scheduler could not use."""
         ...
 
     def pod_scheduled_false(self, pod: Pod, reason: str, message: str, *, clear_nominated: bool = True) -> None:
