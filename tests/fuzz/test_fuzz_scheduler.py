@@ -239,7 +239,7 @@ def test_every_accepted_quantity_decodes_quickly_and_in_range(text: str) -> None
     t0 = time.perf_counter()
     nanos = parse_quantity(text)
     v, m = value(text), milli_value(text)
-    assert time.perf_counter() - t0 < 0.05
+    assert time.perf_counter() - t0 < 0.5  # microseconds; materialising 1e2147483647 would never end
     assert 0 <= v <= INT64_MAX and 0 <= m <= INT64_MAX
     assert m == min(INT64_MAX, -(-nanos // 10**6))
 
