@@ -170,9 +170,10 @@ class EventHandlers:
         """Handling ``pod`` raised (the informer logged it): a pod of ours that is not bound is
         not scheduled and says why; the cache keeps whatever it knew before."""
         md = pod.metadata
-        if pod.spec.node_name or not self._responsible(pod):
-            return
-        self.queue.delete(pod_key(md))  # an older version may still wait there
+        key = pod_key(md)
+        if pod.spec.node_name or not self._responsible(pod) or self.cache.is_assumed(key):
+            return  # bound, another scheduler's, or in its binding cycle (which owns it until bound)
+        self.queue.delete(key)  # an older version may still wait there
         self._pod_failed(pod, pod.spec.scheduler_name, f"pod {md.namespace}/{md.name} cannot be scheduled: {error}")
 
     def _pod_failed(self, pod: Pod, profile: str, note: str, *, condition: bool = True) -> None:

@@ -251,3 +251,13 @@ def test_a_pre_enqueue_plugin_that_raises_gates_only_its_pod() -> None:
     pods._handle_line(line("ADDED", raw_pod("fine", "1")))
     assert s.queue.pending()["active"] == 1 and s.queue.pending()["unschedulable"] == 1
     assert pods.failed == {}
+
+
+def test_a_failing_update_of_an_assumed_pod_leaves_its_binding_cycle_alone() -> None:
+    s, ev = scheduler()
+    pods = informer(s, "pods")
+    pods._handle_line(line("ADDED", raw_pod("p", "1")))
+    pi = s.pods["tenant/p"]
+    s.cache.assume_pod(pi.with_node("n1"), "n1")
+    pods._handle_line(line("MODIFIED", raw_pod("p", "1K", rv="2")))
+    assert pods.failed and ev.events == [] and s.cache.is_assumed(pi.pod_key)
