@@ -55,7 +55,8 @@ class InformerSpec:
     ``owner`` is the scheduler attribute holding the handlers (``handlers`` for the event
     handlers, ``volumes`` for the volume store) and ``kind`` their name part: the informer
     calls ``on_{kind}_add``, ``on_{kind}_update``, ``on_{kind}_delete`` and, if present,
-    ``on_{kind}_invalid``. An ``optional`` informer is waited for only as long as a plugin
+    ``on_{kind}_invalid`` (an object that cannot be decoded) and ``on_{kind}_error`` (a handler
+    raised while handling it). An ``optional`` informer is waited for only as long as a plugin
     asks (``Plugin.informer_sync_waits``).
     """
 
@@ -113,6 +114,7 @@ def build_informer(client: KubeClient, spec: InformerSpec, scheduler: Scheduler)
         on_update=getattr(owner, f"on_{spec.kind}_update"),
         on_delete=getattr(owner, f"on_{spec.kind}_delete"),
         on_invalid=getattr(owner, f"on_{spec.kind}_invalid", None),
+        on_error=getattr(owner, f"on_{spec.kind}_error", None),
         keep_stale=spec.keep_stale,
     )
 
