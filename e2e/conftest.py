@@ -121,4 +121,4 @@ def ns(api: Api, request: pytest.FixtureRequest) -> Iterator[str]:
     yield name
     if request.node.get_closest_marker("invariants_after_test") is not None:
         assert_invariants(api, name)
-    api.delete_namespace(name)
+    api.delete_namespace(name, wait=60.0)

@@ -106,8 +106,15 @@ class Api:
     def create_namespace(self, name: str) -> None:
         self.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
-    def delete_namespace(self, name: str) -> None:
+    def delete_namespace(self, name: str, wait: float = 0.0) -> None:
+        """Delete a namespace; with ``wait`` > 0, wait up to that many seconds until it is gone
+        (its pods deleted), so its clean-up does not bleed into the next test's events."""
         self.delete(f"/api/v1/namespaces/{name}")
+        deadline = time.monotonic() + wait
+        while wait and time.monotonic() < deadline:
+            if self.try_get(f"/api/v1/namespaces/{name}") is None:
+                return
+            time.sleep(0.2)
 
     def create_pod(self, pod: Mapping[str, Any]) -> Any:
         ns = pod["metadata"]["namespace"]

@@ -25,6 +25,7 @@ from e2e.helpers import (
     temp_nodes,
     wait_at_permit,
     wait_bound,
+    wait_for,
     wait_message,
 )
 from e2e.manifests import HOSTNAME, chart_config, domain_key, node, pod, pod_group, unique
@@ -93,8 +94,23 @@ def test_member_times_out_and_gang_recovers(api: Api, scheduler: SchedulerProces
     key, dk = domain_key("timeout")
     with temp_nodes(api, domain_nodes(key, dk, {"a": 3})):
         create_held_gang(api, ns, 3, dk, permit_timeout=3)
-        msg = wait_message(api, ns, "m0", "rejected due to timeout after waiting 3s at plugin OMEGangPack", timeout=30)
+
+        # The first member to wait times out; its release rejects the other waiter ("unwound").
+        def timed_out() -> str | None:
+            notes = [m for n in ("m0", "m1") for m in api.event_notes(ns, n, "FailedScheduling")]
+            return next(
+                (m for m in notes if "rejected due to timeout after waiting 3s at plugin OMEGangPack" in m), None
+            )
+
+        msg = wait_for("a member rejected after its 3 s Permit wait", timed_out, timeout=30)
         assert msg.startswith("0/1 nodes are available: 1 ")
+        pg = api.get(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups/g")
+        timed = [
+            e
+            for e in api.events(ns)
+            if e.get("reason") == "TimedOut" and e["regarding"]["name"] == pg["metadata"]["name"]
+        ]
+        assert timed and "with 2 of 3 members on nodes" in timed[0]["note"], timed
         assert not any(p["spec"].get("nodeName") for p in api.pods(ns))
         assert not api.event_notes(ns, "m2", "FailedScheduling")  # held: never attempted
         release_held(api, ns, "m2")
