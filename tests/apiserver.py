@@ -12,7 +12,9 @@ and error decoding) runs for real:
   ``allowed`` (``(user, path, verb)``);
 * ``events.k8s.io/v1`` events: POST (409 when the name exists) and JSON merge PATCH (404 when
   missing);
-* pod status PATCHes: recorded, answered ``{}``.
+* pod status PATCHes: recorded, answered ``{}``;
+* collections put in ``lists`` (path -> objects): paged GETs honouring ``limit`` and
+  ``continue`` (the token is the next offset), every page with ``metadata.resourceVersion``.
 
 Every request is appended to ``requests`` in arrival order. ``fail()`` queues error answers,
 ``hold()`` parks matching requests until released, ``after_get`` runs once after a GET is
@@ -47,6 +49,7 @@ class Request:
     content_type: str
     body: Any
     authorization: str
+    query: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -97,6 +100,7 @@ class FakeApiServer:
         self.events: dict[str, dict[str, Any]] = {}  # "ns/name" -> Event
         self.users: dict[str, dict[str, Any]] = {}  # bearer token -> TokenReview status.user
         self.allowed: set[tuple[str, str, str]] = set()  # (username, path, verb)
+        self.lists: dict[str, list[dict[str, Any]]] = {}  # collection path -> objects
         self.after_get: Callable[[], None] | None = None
         self._faults: list[list[Any]] = []  # [method, path, code, remaining]
         self._holds: list[Hold] = []
@@ -181,6 +185,7 @@ class FakeApiServer:
             request.headers.get("Content-Type", ""),
             body,
             request.headers.get("Authorization", ""),
+            dict(request.query),
         )
         self.requests.append(req)
         for h in self._holds:
@@ -203,6 +208,12 @@ class FakeApiServer:
             return self._lease(req, m.group(1), m.group(2))
         if m := _EVENT.match(req.path):
             return self._event(req, m.group(1), m.group(2))
+        if req.method == "GET" and req.path in self.lists:
+            items = self.lists[req.path]
+            start = int(req.query.get("continue") or 0)
+            end = start + int(req.query.get("limit") or len(items) or 1)
+            md = {"resourceVersion": "7", **({"continue": str(end)} if end < len(items) else {})}
+            return web.json_response({"kind": "List", "metadata": md, "items": items[start:end]})
         if _POD_STATUS.match(req.path) and req.method == "PATCH":
             return web.json_response({})
         if req.path == "/apis/authentication.k8s.io/v1/tokenreviews" and req.method == "POST":
