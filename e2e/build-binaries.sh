@@ -33,8 +33,9 @@ ld_etcd="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION"
 HELM_VERSION=$(awk '$1=="helm.sh/helm/v3"{print $2}' "$here/tools/helm/go.mod")
 ld_helm="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
 PROM_MODULE=$(awk '$1=="github.com/prometheus/prometheus"{print $2}' "$here/tools/prometheus/go.mod")
-# Prometheus module v0.X.Y is release 3.X.Y (its tags since 3.0).
-PROM_VERSION=$(echo "$PROM_MODULE" | sed -E 's/^v0\.([0-9]+)\.([0-9]+).*/3.\1.\2/')
+# Prometheus 3.Y.Z is published to the module proxy as v0.(300+Y).Z.
+PROM_MINOR=$(echo "$PROM_MODULE" | sed -E 's/^v0\.([0-9]+)\..*/\1/')
+PROM_VERSION="3.$((PROM_MINOR - 300)).$(echo "$PROM_MODULE" | sed -E 's/^v0\.[0-9]+\.([0-9]+).*/\1/')"
 ld_prom="-s -w -X github.com/prometheus/common/version.Version=$PROM_VERSION -X github.com/prometheus/common/version.Branch=HEAD"
 KWOK_VERSION=$(awk '$1=="sigs.k8s.io/kwok"{print $2}' "$here/tools/kwok/go.mod")
 ld_kwok="-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
