@@ -29,7 +29,10 @@ from ome_scheduler.simreport import DomainRow, DomainTable, NodeCell, Simulation
 MAX_ROWS = 40
 """Rows drawn per panel before domains are grouped (and, past that, gridded)."""
 NEW_GANG = "#ff7f0e"
-OLD_GANG = "#ffffff"
+CELL_TOP, CELL_H = 0.32, 0.6
+"""A row is one unit high: gang labels above, then the node cells."""
+MID = CELL_TOP + CELL_H / 2
+OLD_GANG = "#404040"
 
 
 class PlotUnavailable(RuntimeError):
@@ -193,7 +196,7 @@ def _row_map(figure_cls: Any, table: DomainTable, rows: list[_Row], *, grouped: 
     width = max((len(r.cells) for r in rows), default=1)
     label_w = max((len(r.label) for r in rows), default=8)
     fig = figure_cls(
-        figsize=(2 * (0.42 * width + 1.2) + 0.09 * label_w + 1.6, 2.2 + 0.36 * len(rows)), layout="constrained"
+        figsize=(2 * (0.42 * width + 1.2) + 0.09 * label_w + 1.6, 2.2 + 0.46 * len(rows)), layout="constrained"
     )
     axes = fig.subplots(1, 2, sharey=True)
     for ax, after in zip(axes, (False, True), strict=True):
@@ -201,33 +204,34 @@ def _row_map(figure_cls: Any, table: DomainTable, rows: list[_Row], *, grouped: 
             for x, c in enumerate(r.cells):
                 free = c.free_after if after else c.free_before
                 ax.add_patch(
-                    Rectangle((x, y), 0.92, 0.8, facecolor=_free_colour(cmap, free, c.capacity), edgecolor="none")
+                    Rectangle((x, y + CELL_TOP), 0.92, CELL_H, facecolor=_free_colour(cmap, free, c.capacity), lw=0)
                 )
                 if len(rows) <= 24 and width <= 16:
                     ax.text(
-                        x + 0.46, y + 0.4, str(free), ha="center", va="center", fontsize=7,
+                        x + 0.46, y + MID, str(free), ha="center", va="center", fontsize=7,
                         color="white" if c.capacity and free / c.capacity < 0.6 else "black",
                     )  # fmt: skip
             for o in r.after if after else r.before:
                 ax.add_patch(
                     Rectangle(
-                        (o.first - 0.04, y - 0.06), o.last - o.first + 1.0, 0.92, fill=False,
+                        (o.first - 0.05, y + CELL_TOP - 0.05), o.last - o.first + 1.02, CELL_H + 0.1, fill=False,
                         edgecolor=NEW_GANG if o.new else OLD_GANG, linewidth=2.0 if o.new else 1.4,
                         linestyle="-" if o.new else "--",
                     )
                 )  # fmt: skip
                 if len(rows) <= 24:
-                    ax.text(o.first, y - 0.1, o.label, fontsize=6.5, color="#b35900" if o.new else "#555555")
+                    colour = "#b35900" if o.new else "#404040"
+                    ax.text(o.first, y + CELL_TOP - 0.08, o.label, fontsize=6.5, color=colour, va="bottom")
             room = r.room_after if after else r.room_before
             if room is not None:
-                ax.text(width + 0.15, y + 0.4, f"room {room}", va="center", fontsize=7.5)
+                ax.text(width + 0.15, y + MID, f"room {room}", va="center", fontsize=7.5)
         ax.set_xlim(-0.2, width + 1.6)
-        ax.set_ylim(len(rows) + 0.2, -0.4)
+        ax.set_ylim(len(rows) + 0.1, -0.1)
         ax.set_xticks([])
         ax.set_title("after (simulated)" if after else "before (snapshot)")
         for side in ("top", "right", "bottom"):
             ax.spines[side].set_visible(False)
-    axes[0].set_yticks([y + 0.4 for y in range(len(rows))], [r.label for r in rows])
+    axes[0].set_yticks([y + MID for y in range(len(rows))], [r.label for r in rows])
     what = "rows group identical domains" if grouped else "one row per domain"
     shape = f"; room: members like {table.shape_of}'s" if table.shape_of else ""
     caption = (

@@ -141,6 +141,10 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return [fmt.format(*header).rstrip(), *(fmt.format(*r).rstrip() for r in rows)]
 
 
+def _nodes(names: list[str], most: int = 8) -> str:
+    return ",".join(names) if len(names) <= most else ",".join(names[:most]) + f",... ({len(names)})"
+
+
 def _arrow(a: int | None, b: int | None) -> str:
     if a is None or b is None:
         return "-"
@@ -165,6 +169,10 @@ def render_text(r: SimulationResult) -> str:
     if r.gangs:
         counts = {st: sum(1 for g in r.gangs if g.status == st) for st in ("bound", "waiting", "pending")}
         out += ["", "Gangs: " + ", ".join(f"{n} {st}" for st, n in counts.items() if n)]
+        nodes: dict[str, list[str]] = {}
+        for p in r.pods:
+            if p.gang and p.node:
+                nodes.setdefault(p.gang, []).append(p.node)
         rows = [
             [
                 g.gang,
@@ -172,17 +180,31 @@ def render_text(r: SimulationResult) -> str:
                 f"{g.bound + g.already_bound}/{g.members + g.already_bound}",
                 g.status,
                 ",".join(g.domains) or "-",
-                g.reason,
+                _nodes(sorted(nodes.get(g.gang, []))) if g.status != "pending" else g.reason,
             ]
             for g in sorted(r.gangs, key=lambda g: (g.status == "bound", g.gang))
         ]
-        out += _table(["GANG", "MIN", "BOUND", "STATUS", "DOMAIN", "REASON"], rows[:TEXT_ROWS])
+        out += _table(["GANG", "MIN", "BOUND", "STATUS", "DOMAIN", "NODES / REASON"], rows[:TEXT_ROWS])
         if len(rows) > TEXT_ROWS:
             out.append(f"... {len(rows) - TEXT_ROWS} more gangs (--output json lists all)")
+    # Gang members appear in their gang's row; here only standalone pods, and members whose
+    # state or message differs from what their gang's row says.
+    reasons = {g.gang: (g.status, g.reason) for g in r.gangs}
+    listed = [
+        p
+        for p in r.pods
+        if not p.gang or (p.status not in ("bound", "waiting") and reasons.get(p.gang) != ("pending", p.message))
+    ]
     if r.pods:
         counts = {st: sum(1 for p in r.pods if p.status == st) for st in ("bound", "waiting", "pending", "gated")}
-        out += ["", "Pods: " + ", ".join(f"{n} {st}" for st, n in counts.items() if n)]
-        ordered = sorted(r.pods, key=lambda p: (p.status == "bound", p.gang, p.namespace, p.name))
+        note = ""
+        if not listed:
+            note = " (each in its gang's row)"
+        elif len(listed) < len(r.pods):
+            note = f" ({len(listed)} listed: standalone pods, and gang members unlike their gang's row)"
+        out += ["", "Pods: " + ", ".join(f"{n} {st}" for st, n in counts.items() if n) + note]
+    if listed:
+        ordered = sorted(listed, key=lambda p: (p.status == "bound", p.gang, p.namespace, p.name))
         rows = [
             [
                 f"{p.namespace}/{p.name}",
@@ -197,7 +219,7 @@ def render_text(r: SimulationResult) -> str:
         if len(rows) > TEXT_ROWS:
             out.append(f"... {len(rows) - TEXT_ROWS} more pods (--output json lists all)")
     for t in r.domains:
-        shape = f"; room in members like {t.shape_of}'s" if t.shape_of else ""
+        shape = f"; room counted in members like {t.shape_of}'s" if t.shape_of else ""
         changed = [d for d in t.rows if (d.free_before, d.room_before) != (d.free_after, d.room_after)]
         out += ["", f"Domains under {t.topology_key}: {len(t.rows)} ({len(changed)} changed; {t.resource} free{shape})"]
         shown = changed + [d for d in t.rows if d not in changed]

@@ -211,7 +211,8 @@ def test_text_report_names_gangs_pods_and_domains() -> None:
     assert "Gangs: 2 bound, 1 pending" in text
     assert f"{NS}/gc  3    0/3    pending  -       0/7 nodes are available: no domain has room" in text
     assert (
-        "Domains under example.com/clique: 2 (2 changed; nvidia.com/gpu free; room in members like team/ga's)" in text
+        "Domains under example.com/clique: 2 (2 changed; nvidia.com/gpu free; room counted in members like team/ga's)"
+        in text
     )
     assert "four    4      4 -> 1      4 -> 1 of 4" in text
 
@@ -270,3 +271,20 @@ def test_command_bad_input_exits_1_naming_it(tmp_path: Path, args: list[str], ne
 def test_scheduler_flags_still_parse_without_a_subcommand() -> None:
     r = cli("--secure-port=abc")
     assert r.returncode == 2 and '"--secure-port"' in r.stderr
+
+
+def test_the_readme_example_prints_what_the_readme_shows() -> None:
+    repo = Path(__file__).resolve().parent.parent
+    r = cli(
+        "simulate",
+        "--snapshot",
+        str(repo / "examples/simulate/snapshot.json"),
+        "--add",
+        str(repo / "examples/simulate/replicas.yaml"),
+    )
+    assert r.returncode == 0, r.stderr
+    readme = (repo / "README.md").read_text()
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("Simulated 33 added object(s) on a snapshot of 52 nodes, 24 pods and 3 PodGroups")
+    for line in lines[1:]:  # the first line carries the wall time
+        assert line in readme, line
