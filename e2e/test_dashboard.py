@@ -143,6 +143,8 @@ def setup(cluster: Cluster, api: Api, tmp_path_factory: pytest.TempPathFactory) 
     tmp = tmp_path_factory.mktemp("dashboard")
     docs = rendered(cluster, tmp)
     # The scraper's identity and the chart's grant to it, applied as rendered.
+    # The namespace and ServiceAccount stay (test_helm.py uses the same ones); the chart-named
+    # RBAC objects are removed at the end.
     if api.try_get(f"/api/v1/namespaces/{SCRAPER['namespace']}") is None:
         api.create_namespace(SCRAPER["namespace"])
     sa_path = f"/api/v1/namespaces/{SCRAPER['namespace']}/serviceaccounts"
@@ -158,6 +160,14 @@ def setup(cluster: Cluster, api: Api, tmp_path_factory: pytest.TempPathFactory) 
         )
     )
     cluster.kubectl("apply", "-f", str(rbac))
+    try:
+        yield from _run(cluster, api, tmp, docs, sa_path)
+    finally:
+        # Leave no chart-named object behind: a later helm install would refuse to adopt it.
+        cluster.kubectl("delete", "-f", str(rbac), "--ignore-not-found")
+
+
+def _run(cluster: Cluster, api: Api, tmp: Path, docs: list[dict[str, Any]], sa_path: str) -> Iterator[dict[str, Any]]:
     tr = api.post(
         f"{sa_path}/{SCRAPER['name']}/token",
         {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
