@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from e2e.cluster import Cluster
-from e2e.helpers import Api, SchedulerProcess, assert_invariants
+from e2e.helpers import Api, SchedulerProcess, assert_invariants, failed_attempts_by_gang, worst_attempt_window
 from e2e.manifests import chart_config, unique
 
 
@@ -70,6 +70,28 @@ def scheduler(cluster: Cluster, scheduler_config: dict[str, Any]) -> Iterator[Sc
     """One ome-scheduler process (scheduler name ``ome-scheduler``) for the module, stopped after it."""
     with SchedulerProcess(cluster, scheduler_config) as s:
         yield s
+
+
+LIVELOCK_WINDOW = 10.0
+LIVELOCK_LIMIT = 50
+"""No gang may fail more than this many scheduling attempts within any LIVELOCK_WINDOW seconds
+(spec rule 10: a waiting gang's failed attempts stay below a few per second)."""
+
+
+@pytest.fixture(autouse=True)
+def no_livelock(request: pytest.FixtureRequest) -> Iterator[None]:
+    """In every test that uses the module's ``scheduler``: fail when one gang's failed attempts
+    (from the scheduler's log) exceed :data:`LIVELOCK_LIMIT` per :data:`LIVELOCK_WINDOW` seconds."""
+    if "scheduler" not in request.fixturenames:
+        yield
+        return
+    sched: SchedulerProcess = request.getfixturevalue("scheduler")
+    start = len(sched.log())
+    yield
+    attempts = failed_attempts_by_gang(sched.log()[start:])
+    worst = {g: worst_attempt_window(ts, LIVELOCK_WINDOW) for g, ts in attempts.items()}
+    over = {g: n for g, n in worst.items() if n > LIVELOCK_LIMIT}
+    assert not over, f"failed scheduling attempts per {LIVELOCK_WINDOW:g} s above {LIVELOCK_LIMIT}: {over}"
 
 
 @pytest.fixture

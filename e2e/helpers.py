@@ -9,6 +9,7 @@ another test's domains.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import re
@@ -25,7 +26,7 @@ import httpx
 import yaml
 
 from e2e.cluster import Cluster, node_not_ready
-from e2e.manifests import HOSTNAME, POD_GROUP_LABEL, TOPOLOGY_ANNOTATION, pod, pod_group, unique
+from e2e.manifests import HOSTNAME, POD_GROUP_LABEL, SCHEDULER_NAME, TOPOLOGY_ANNOTATION, pod, pod_group, unique
 from e2e.manifests import chart_config as chart_config  # re-exported: tests/ and bench/ import it from here
 from e2e.manifests import kube_counterpart_config as kube_counterpart_config  # re-exported for bench/run.py
 from e2e.processes import free_ports
@@ -222,7 +223,8 @@ def _json(body: Any) -> bytes:
 
 
 _FAILURE_LINE = re.compile(
-    r'"(?:Unable to schedule pod; no fit; waiting|Error scheduling pod; retrying)" pod="([^"]+)" err=(".*")$'
+    r'"(?:Unable to schedule pod; no fit; waiting|Error scheduling pod; retrying)" pod="([^"]+)"(?: gang="[^"]*")? '
+    r'err=(".*")$'
 )
 
 
@@ -460,3 +462,84 @@ def _assert_no_overcommit(api: Api, nodes: Mapping[str, Any]) -> None:
                 continue
             cap = milli_value(alloc[r]) if r == "cpu" else value(alloc[r])
             assert amount <= cap, f"node {n} over-committed on {r}: {amount} > {cap}"
+
+
+# ---- held gangs and livelock checks ----------------------------------------------------------
+
+HELD_SCHEDULER = "e2e-held"
+"""A scheduler name nobody serves: a gang member created with it is a live template that never
+reaches Reserve, so its siblings hold their domain at Permit until it is released."""
+
+
+def create_held_gang(
+    api: Api, ns: str, size: int, topology_key: str, *, gang: str = "g", member: str = "m", permit_timeout: int = 600
+) -> None:
+    """Create a gang that cannot complete until its last member is released with :func:`release_held`.
+
+    PodGroup ``gang`` (minMember ``size``, ``scheduleTimeoutSeconds`` ``permit_timeout``), its
+    last member ``<member><size-1>`` for :data:`HELD_SCHEDULER` first (it counts as a template,
+    spec §3.3, but nobody schedules it), then ``<member>0`` and the rest for ome-scheduler. (A
+    scheduling gate would not do: a gang holds nothing while a member it needs is gated, rule 8.)
+    """
+    api.create_pod_group(pod_group(gang, ns, size, topology_key=topology_key, timeout=permit_timeout))
+    api.create_pod(pod(f"{member}{size - 1}", ns, gang=gang, anti_affinity_on=HOSTNAME, scheduler=HELD_SCHEDULER))
+    for i in range(size - 1):
+        api.create_pod(pod(f"{member}{i}", ns, gang=gang, anti_affinity_on=HOSTNAME))
+
+
+def release_held(api: Api, ns: str, name: str, scheduler: str = SCHEDULER_NAME) -> None:
+    """Hand a held member to ``scheduler``: delete it and create it again with that scheduler name."""
+    held = api.pod(ns, name)
+    api.delete_pod(ns, name)
+    wait_for(f"{name} deleted", lambda: api.try_get(f"/api/v1/namespaces/{ns}/pods/{name}") is None or None)
+    spec = dict(held["spec"])
+    spec["schedulerName"] = scheduler
+    for k in ("nodeName", "serviceAccountName", "serviceAccount", "volumes", "tolerations", "securityContext"):
+        spec.pop(k, None)
+    # The API server's own additions (the service account token volume) go with its volumes.
+    spec["containers"] = [{k: v for k, v in c.items() if k != "volumeMounts"} for c in spec["containers"]]
+    md = {"name": name, "namespace": ns, "labels": held["metadata"].get("labels", {})}
+    api.create_pod({"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": spec})
+
+
+def wait_at_permit(api: Api, ns: str, name: str, timeout: float = 20.0) -> str:
+    """Wait until pod ``name`` waits at Permit (it is nominated); return the nominated node."""
+    return str(
+        wait_for(
+            f"{name} waiting at Permit", lambda: api.pod(ns, name)["status"].get("nominatedNodeName"), timeout=timeout
+        )
+    )
+
+
+_KLOG_TIME = re.compile(r"^[IWE](\d{4} \d{2}:\d{2}:\d{2}\.\d{6}) ")
+_FAILED = re.compile(r'"(?:Unable to schedule pod; no fit; waiting|Error scheduling pod; retrying)" .*?gang="([^"]+)"')
+
+
+def failed_attempts_by_gang(log_text: str) -> dict[str, list[float]]:
+    """Times (seconds, from the klog header) of every failed scheduling attempt, by gang key."""
+    out: dict[str, list[float]] = {}
+    for line in log_text.splitlines():
+        m = _FAILED.search(line)
+        t = _KLOG_TIME.match(line)
+        if m is None or t is None:
+            continue
+        stamp = dt.datetime.strptime(t.group(1), "%m%d %H:%M:%S.%f")
+        out.setdefault(m.group(1), []).append(stamp.timestamp())
+    return out
+
+
+def worst_attempt_window(times: Sequence[float], window: float) -> int:
+    """The largest number of ``times`` within any ``window`` seconds."""
+    best, lo = 0, 0
+    ts = sorted(times)
+    for hi, t in enumerate(ts):
+        while t - ts[lo] > window:
+            lo += 1
+        best = max(best, hi - lo + 1)
+    return best
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds of process ``pid`` so far (from ``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

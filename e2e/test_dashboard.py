@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 from e2e.cluster import Cluster
-from e2e.helpers import REPO, Api, SchedulerProcess, temp_nodes, wait_bound, wait_for
+from e2e.helpers import HELD_SCHEDULER, REPO, Api, SchedulerProcess, temp_nodes, wait_bound, wait_for
 from e2e.manifests import HOSTNAME, chart_config, domain_key, node, pod, pod_group
 from e2e.processes import free_ports
 
@@ -193,14 +193,12 @@ def gang_workload(api: Api, sched: SchedulerProcess, ns: str, interval: float) -
     key, dk = domain_key("dash")
     nodes = [node(f"{key}-{d}{i}", {dk: d}) for d, n in {"a": 2, "b": 2, "c": 3, "d": 3}.items() for i in range(n)]
 
-    def gang(name: str, size: int, *, timeout: int = 300, gated_last: bool = False) -> None:
+    def gang(name: str, size: int, *, timeout: int = 300, held_last: bool = False) -> None:
         api.create_pod_group(pod_group(name, ns, size, topology_key=dk, timeout=timeout))
-        order = [size - 1, *range(size - 1)] if gated_last else list(range(size))  # a gated member first
+        order = [size - 1, *range(size - 1)] if held_last else list(range(size))  # the held member first
         for i in order:
-            gates = ["example.com/hold"] if gated_last and i == size - 1 else []
-            api.create_pod(
-                pod(f"{name}-{i}", ns, gang=name, anti_affinity_on=HOSTNAME, scheduler=SCHEDULER, gates=gates)
-            )
+            sched = HELD_SCHEDULER if held_last and i == size - 1 else SCHEDULER
+            api.create_pod(pod(f"{name}-{i}", ns, gang=name, anti_affinity_on=HOSTNAME, scheduler=sched))
 
     with temp_nodes(api, nodes):
         gang("g1", 2)
@@ -213,8 +211,8 @@ def gang_workload(api: Api, sched: SchedulerProcess, ns: str, interval: float) -
         time.sleep(3 * interval)
         gang("g3", 2)
         wait_bound(api, ns, ["g3-0", "g3-1"])
-        # A gang whose last member is gated waits at Permit and is unwound after 2 s.
-        gang("slow", 3, timeout=2, gated_last=True)
+        # A gang whose last member nobody schedules waits at Permit and is unwound after 2 s.
+        gang("slow", 3, timeout=2, held_last=True)
         wait_for(
             "slow-0 timed out", lambda: "rejected due to timeout after waiting 2s" in sched.last_failure(ns, "slow-0")
         )

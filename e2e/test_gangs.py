@@ -16,7 +16,17 @@ from typing import Any
 import pytest
 
 from e2e.cluster import Cluster
-from e2e.helpers import Api, SchedulerProcess, assert_invariants, temp_nodes, wait_bound, wait_for, wait_message
+from e2e.helpers import (
+    Api,
+    SchedulerProcess,
+    assert_invariants,
+    create_held_gang,
+    release_held,
+    temp_nodes,
+    wait_at_permit,
+    wait_bound,
+    wait_message,
+)
 from e2e.manifests import HOSTNAME, chart_config, domain_key, node, pod, pod_group, unique
 
 
@@ -33,31 +43,6 @@ def domain_nodes(key: str, dk: str, spec: dict[str, int], **kw: object) -> list[
 def domain_of(api: Api, ns: str, pods: list[str], dk: str) -> set[str]:
     nodes = {n["metadata"]["name"]: n["metadata"]["labels"].get(dk, "") for n in api.nodes()}
     return {nodes[p] for p in wait_bound(api, ns, pods).values()}
-
-
-def create_held_gang(
-    api: Api, ns: str, size: int, topology_key: str, *, gang: str = "g", member: str = "m", permit_timeout: int = 600
-) -> None:
-    """Create a gang that cannot complete until its last member is released with ``api.ungate``.
-
-    PodGroup ``gang`` (minMember ``size``, ``scheduleTimeoutSeconds`` ``permit_timeout``), then its
-    last member ``<member><size-1>`` held by the scheduling gate ``example.com/hold``, then
-    ``<member>0`` and the rest. The gated member comes first: it counts as a template (spec §3.3)
-    but never runs PreFilter, so created after ``<member>0`` it could leave that one parked on
-    "waiting for all PodGroup member templates" with nothing to wake it (an unscheduled pod's Add
-    wakes no sibling).
-    """
-    api.create_pod_group(pod_group(gang, ns, size, topology_key=topology_key, timeout=permit_timeout))
-    api.create_pod(pod(f"{member}{size - 1}", ns, gang=gang, anti_affinity_on=HOSTNAME, gates=["example.com/hold"]))
-    for i in range(size - 1):
-        api.create_pod(pod(f"{member}{i}", ns, gang=gang, anti_affinity_on=HOSTNAME))
-
-
-def wait_at_permit(api: Api, ns: str, name: str) -> str:
-    """Wait ≤ 20 s until pod ``name`` waits at Permit (it is nominated); return the nominated node."""
-    return str(
-        wait_for(f"{name} waiting at Permit", lambda: api.pod(ns, name)["status"].get("nominatedNodeName"), timeout=20)
-    )
 
 
 def test_two_gangs_race_for_domains_of_three_and_four(api: Api, scheduler: SchedulerProcess, ns: str) -> None:
@@ -111,8 +96,8 @@ def test_member_times_out_and_gang_recovers(api: Api, scheduler: SchedulerProces
         msg = wait_message(api, ns, "m0", "rejected due to timeout after waiting 3s at plugin OMEGangPack", timeout=30)
         assert msg.startswith("0/1 nodes are available: 1 ")
         assert not any(p["spec"].get("nodeName") for p in api.pods(ns))
-        assert not api.event_notes(ns, "m2", "FailedScheduling")  # gated: never attempted
-        api.ungate(ns, "m2")
+        assert not api.event_notes(ns, "m2", "FailedScheduling")  # held: never attempted
+        release_held(api, ns, "m2")
         placed = wait_bound(api, ns, ["m0", "m1", "m2"])
         assert len(set(placed.values())) == 3
         assert_invariants(api, ns)
@@ -126,7 +111,7 @@ def test_podgroup_recreated_while_members_wait(api: Api, scheduler: SchedulerPro
         api.delete_pod_group(ns, "g")
         wait_message(api, ns, "m0", f"PodGroup {ns}/g not resolvable yet", timeout=20)
         api.create_pod_group(pod_group("g", ns, 3, topology_key=dk, timeout=600))
-        api.ungate(ns, "m2")
+        release_held(api, ns, "m2")
         placed = wait_bound(api, ns, ["m0", "m1", "m2"])
         assert len(set(placed.values())) == 3
         assert_invariants(api, ns)
@@ -163,7 +148,7 @@ def test_domain_emptied_while_gang_forms(api: Api, scheduler: SchedulerProcess, 
         assert wait_at_permit(api, ns, "m0").startswith(f"{key}-a")
         for i in range(2):
             api.delete_node(f"{key}-a{i}")
-        api.ungate(ns, "m1")
+        release_held(api, ns, "m1")
         assert domain_of(api, ns, ["m0", "m1"], dk) == {"b"}
         assert_invariants(api, ns)
 
@@ -196,7 +181,7 @@ def test_standalone_pod_parked_by_hold_until_it_drains(api: Api, scheduler: Sche
         api.create_pod(pod("solo", ns, node_selector={dk: "a"}))
         wait_message(api, ns, "solo", "node is reserved for a forming gang")
         assert not api.pod(ns, "solo")["spec"].get("nodeName")
-        api.ungate(ns, "m1")
+        release_held(api, ns, "m1")
         wait_bound(api, ns, ["m0", "m1"])
         wait_bound(api, ns, ["solo"], timeout=15)
         assert_invariants(api, ns)
@@ -254,7 +239,7 @@ def test_held_domain_gives_reserved_then_no_fit(api: Api, scheduler: SchedulerPr
         wait_message(
             api, ns, "gb-0", f"no domain has room for gang {ns}/gb: every fitting domain is reserved for a forming gang"
         )
-        api.ungate(ns, "ga-1")
+        release_held(api, ns, "ga-1")
         wait_bound(api, ns, ["ga-0", "ga-1"])
         wait_message(api, ns, "gb-0", f"no domain has room for gang {ns}/gb.", timeout=20)
         assert_invariants(api, ns)
@@ -268,7 +253,7 @@ def test_topology_key_changed_while_forming(api: Api, scheduler: SchedulerProces
         create_held_gang(api, ns, 2, k1)
         wait_at_permit(api, ns, "m0")
         api.patch_pod_group(ns, "g", {"metadata": {"annotations": {"ome.io/topology-key": k2}}})
-        api.ungate(ns, "m1")
+        release_held(api, ns, "m1")
         placed = wait_bound(api, ns, ["m0", "m1"])
         assert set(placed.values()) == {f"{key}-y0", f"{key}-y1"}
         assert_invariants(api, ns, domain_key=k2)

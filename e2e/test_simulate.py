@@ -28,8 +28,8 @@ import pytest
 import yaml
 
 from e2e.cluster import Cluster
-from e2e.helpers import REPO, Api, SchedulerProcess, temp_nodes, wait_for
-from e2e.manifests import HOSTNAME, chart_config, domain_key, node, pod, pod_group
+from e2e.helpers import HELD_SCHEDULER, REPO, Api, SchedulerProcess, temp_nodes, wait_for
+from e2e.manifests import HOSTNAME, SCHEDULER_NAME, chart_config, domain_key, node, pod, pod_group
 
 Obj = dict[str, Any]
 
@@ -148,11 +148,18 @@ def expect_live(
         raise AssertionError(f"live differs from simulated (simulated, live): {diff}") from None
 
 
-def gang_objs(ns: str, name: str, size: int, dk: str, *, gated_last: bool = False, timeout: int = 300) -> list[Obj]:
+def gang_objs(
+    ns: str, name: str, size: int, dk: str, *, held_last: bool = False, gated_last: bool = False, timeout: int = 300
+) -> list[Obj]:
+    """A PodGroup, then its members, the last one first (so it counts as a template when the
+    others are tried): with ``held_last`` for :data:`HELD_SCHEDULER`, which nobody serves (as
+    ``create_held_gang``), with ``gated_last`` behind a scheduling gate."""
     objs: list[Obj] = [pod_group(name, ns, size, topology_key=dk, timeout=timeout)]
-    for i in range(size):
-        gates = ["example.com/hold"] if gated_last and i == size - 1 else []
-        objs.append(pod(f"{name}-{i}", ns, gang=name, anti_affinity_on=HOSTNAME, gates=gates))
+    for i in [size - 1, *range(size - 1)]:
+        last = i == size - 1
+        gates = ["example.com/hold"] if gated_last and last else []
+        sched = HELD_SCHEDULER if held_last and last else SCHEDULER_NAME
+        objs.append(pod(f"{name}-{i}", ns, gang=name, anti_affinity_on=HOSTNAME, gates=gates, scheduler=sched))
     return objs
 
 
@@ -220,17 +227,33 @@ def test_member_times_out_at_permit(
     key, dk = domain_key("simtimeout")
     with temp_nodes(api, domain_nodes(key, dk, {"a": 3})):
         snap = take_snapshot(cluster, tmp_path / "snap.json")
-        # As test_gangs.create_held_gang: the gated member first, so it counts as a template.
-        pg, m0, m1, m2 = gang_objs(ns, "g", 3, dk, gated_last=True, timeout=3)
-        objs = [pg, m2, m0, m1]
+        objs = gang_objs(ns, "g", 3, dk, held_last=True, timeout=3)
         sim = simulate(snap, objs, scheduler.config_path, tmp_path, "--settle-seconds=5")
         pods = {p["name"]: p for p in sim["pods"]}
-        assert pods["g-2"]["status"] == "gated" and pods["g-2"]["lastFailure"] == ""
+        assert "g-2" not in pods  # another scheduler's member
         assert "rejected due to timeout after waiting 3s at plugin OMEGangPack" in pods["g-0"]["lastFailure"]
         create(api, objs)
         # g-0, created first, times out first live; g-1 is then unwound by g-0's release, which
         # the simulation (both timers due at the same simulated instant) cannot order: compare g-0.
-        expect_live(api, scheduler, ns, sim, dk, messages=["g-0", "g-2"])
+        expect_live(api, scheduler, ns, sim, dk, messages=["g-0"])
+
+
+def test_gated_member_keeps_its_gang_from_holding(
+    cluster: Cluster, api: Api, scheduler: SchedulerProcess, ns: str, tmp_path: Path
+) -> None:
+    key, dk = domain_key("simgated")
+    with temp_nodes(api, domain_nodes(key, dk, {"a": 3})):
+        snap = take_snapshot(cluster, tmp_path / "snap.json")
+        objs = gang_objs(ns, "g", 3, dk, gated_last=True)
+        sim = simulate(snap, objs, scheduler.config_path, tmp_path)
+        pods = {p["name"]: p for p in sim["pods"]}
+        assert pods["g-2"]["status"] == "gated"
+        assert f"waiting for scheduling-gated members of gang {ns}/g: g-2" in pods["g-0"]["lastFailure"]
+        create(api, objs)
+        # Live, g-0 is tried before g-1 exists ("waiting for all PodGroup member templates") and
+        # nothing wakes it when g-1 arrives; the simulation adds all three at once. g-1, created
+        # last, sees the whole gang in both.
+        expect_live(api, scheduler, ns, sim, dk, messages=["g-1", "g-2"])
 
 
 def test_min_member_lowered_while_the_lone_member_waits(
@@ -293,15 +316,14 @@ def test_standalone_pod_kept_off_a_forming_gangs_domain(
     key, dk = domain_key("simhold")
     with temp_nodes(api, domain_nodes(key, dk, {"a": 3})):
         snap = take_snapshot(cluster, tmp_path / "snap.json")
-        pg, m0, m1 = gang_objs(ns, "g", 2, dk, gated_last=True, timeout=600)
         solo = pod("solo", ns, node_selector={dk: "a"})
-        objs = [pg, m1, m0, solo]
+        objs = [*gang_objs(ns, "g", 2, dk, held_last=True, timeout=600), solo]
         sim = simulate(snap, objs, scheduler.config_path, tmp_path)
         pods = {p["name"]: p for p in sim["pods"]}
         assert pods["g-0"]["status"] == "waiting" and pods["g-0"]["domain"] == "a"
         assert "node is reserved for a forming gang" in pods["solo"]["lastFailure"]
         create(api, objs)
-        expect_live(api, scheduler, ns, sim, dk, messages=["solo", "g-1"])
+        expect_live(api, scheduler, ns, sim, dk, messages=["solo"])
 
 
 def test_burst_of_sixteen_gangs_pods_before_podgroups(
@@ -331,8 +353,7 @@ def test_held_domain_reports_reserved(
     with temp_nodes(api, domain_nodes(key, dk, {"a": 2})):
         snap = take_snapshot(cluster, tmp_path / "snap.json")
         gb = pod_group("gb", ns, 1, topology_key=dk)
-        pga, a0, a1 = gang_objs(ns, "ga", 2, dk, gated_last=True, timeout=600)
-        objs = [gb, pga, a1, a0, pod("gb-0", ns, gang="gb")]
+        objs = [gb, *gang_objs(ns, "ga", 2, dk, held_last=True, timeout=600), pod("gb-0", ns, gang="gb")]
         sim = simulate(snap, objs, scheduler.config_path, tmp_path)
         pods = {p["name"]: p for p in sim["pods"]}
         assert pods["gb-0"]["lastFailure"].endswith(

@@ -19,7 +19,7 @@ ours gets a ``FailedScheduling`` event) and the scheduler goes on with the other
 from __future__ import annotations
 
 from collections.abc import Callable, Container
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import msgspec
 
@@ -70,6 +70,8 @@ class EventHandlers:
     profiles: Container[str]
     recorder: EventRecorder | None
     waiting_pod: Callable[[PodKey], WaitingPod | None]
+    node_listeners: list[Callable[[Node | None, Node | None], None]] = field(default_factory=list)
+    """Plugins' node subscriptions (``Handle.subscribe_node_changes``), told after the queue."""
 
     def _responsible(self, pod: Pod) -> bool:
         """``responsibleForPod``: the pod names one of our profiles."""
@@ -159,17 +161,24 @@ class EventHandlers:
         """``addNodeToCache``: every pod a new node may help is reconsidered."""
         self.cache.add_or_update_node(node)
         self.queue.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, node)
+        self._tell_node_listeners(None, node)
 
     def on_node_update(self, old: Node, new: Node) -> None:
         """``updateNodeInCache``: one queue move per kind of change (labels, taints, ...)."""
         self.cache.add_or_update_node(new)
         for ev in node_scheduling_properties_change(new, old):
             self.queue.move_all_to_active_or_backoff(ev, old, new)
+        self._tell_node_listeners(old, new)
 
     def on_node_delete(self, node: Node) -> None:
         """``deleteNodeFromCache``."""
         self.cache.remove_node(node.metadata.name)
         self.queue.move_all_to_active_or_backoff(EVENT_NODE_DELETE, node, None)
+        self._tell_node_listeners(node, None)
+
+    def _tell_node_listeners(self, old: Node | None, new: Node | None) -> None:
+        for listener in self.node_listeners:
+            listener(old, new)
 
     # ---- PodGroups -----------------------------------------------------------------------
 

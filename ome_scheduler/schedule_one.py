@@ -248,6 +248,7 @@ class ScheduleOne:
             "Unable to schedule pod; no fit; waiting" if rejected else "Error scheduling pod; retrying",
             v=2,
             pod=pi.key,
+            **({"gang": pi.gang_key} if pi.gang else {}),
             err=msg,
         )
         live = self.pods.get(pi.key)

@@ -22,7 +22,8 @@ from typing import Any
 
 import anyio
 
-from ome_scheduler.api.core import Namespace, Pod
+from ome_scheduler.api.core import Namespace, Node, Pod
+from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.backend.cache import SchedulerCache
 from ome_scheduler.backend.podgroups import PodGroupState
 from ome_scheduler.backend.queue import ProfileQueueing, SchedulingQueue
@@ -53,7 +54,9 @@ log = get_logger()
 class DiscardRecorder:
     """An :class:`EventRecorder` that writes nothing (configuration checks, offline runs)."""
 
-    def event(self, pod: Pod, *, controller: str, type_: str, reason: str, action: str, note: str) -> None:
+    def event(
+        self, obj: Pod | Node | PodGroup, *, controller: str, type_: str, reason: str, action: str, note: str
+    ) -> None:
         """Drop the event."""
 
     def pod_scheduled_false(self, pod: Pod, reason: str, message: str, *, clear_nominated: bool = True) -> None:
@@ -95,6 +98,7 @@ class Scheduler:
         """PVs, PVCs and StorageClasses for the volume plugins; each storage event retries the
         unschedulable pods that registered it."""
         self.frameworks: dict[str, Framework] = {}
+        self._node_listeners: list[Callable[[Node | None, Node | None], None]] = []
         self.stopping = False
         registry = in_tree_registry()
         for i, profile in enumerate(cfg.profiles):
@@ -127,6 +131,7 @@ class Scheduler:
             profiles=self.frameworks,
             recorder=recorder,
             waiting_pod=self.get_waiting_pod,
+            node_listeners=self._node_listeners,
         )
         self.cycles = ScheduleOne(
             cache=self.cache,
@@ -192,9 +197,17 @@ class Scheduler:
         """Nodes changed since ``cursor`` (None: rebuild from all) and the new cursor."""
         return self.cache.node_changes(cursor)
 
+    def subscribe_node_changes(self, listener: Callable[[Node | None, Node | None], None]) -> None:
+        """Call ``listener(old, new)`` after every Node add, update and delete."""
+        self._node_listeners.append(listener)
+
     def pod_groups(self) -> PodGroupLister:
         """The pod-group state (PodGroups, members, placed members)."""
         return self.pod_group_state
+
+    def event_recorder(self) -> EventRecorder:
+        """The process's event recorder (a discarding one when only checking a configuration)."""
+        return self.recorder
 
     def namespace(self, name: str) -> Namespace | None:
         """A namespace from the informer cache, or None."""

@@ -40,7 +40,9 @@ class PodResult:
 class GangResult:
     """One gang with members to schedule: ``status`` ``bound`` (all members bound, at least
     ``minMember``), ``waiting`` (some hold nodes at Permit), or ``pending``; ``reason`` is the
-    most recent FailedScheduling note of its members (or the Permit wait)."""
+    most recent FailedScheduling note of its members (or the Permit wait); ``events`` are the
+    ``Reason: note`` of the events OMEGangPack recorded on the PodGroup (Pinned, Adopted, Bound,
+    TimedOut, HoldReleased...), in order."""
 
     gang: str
     min_member: int | None
@@ -52,6 +54,7 @@ class GangResult:
     waiting: int
     domains: list[str]
     reason: str = ""
+    events: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -174,6 +174,8 @@ class CapturingRecorder:
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self.notes: dict[str, PodNotes] = {}
+        self.gang_events: dict[str, list[str]] = {}
+        """``namespace/podgroup`` -> ``"Reason: note"`` of every event on the PodGroup, in order."""
         self._clock = clock
         self._seq = 0
 
@@ -184,9 +186,17 @@ class CapturingRecorder:
             n = self.notes[key] = PodNotes()
         return n
 
-    def event(self, pod: Pod, *, controller: str, type_: str, reason: str, action: str, note: str) -> None:
-        """Keep ``FailedScheduling`` and ``Scheduled`` notes."""
-        n = self._of(pod)
+    def event(
+        self, obj: Pod | Node | PodGroup, *, controller: str, type_: str, reason: str, action: str, note: str
+    ) -> None:
+        """Keep a pod's ``FailedScheduling`` and ``Scheduled`` notes and every PodGroup event."""
+        if isinstance(obj, PodGroup):
+            key = f"{obj.metadata.namespace}/{obj.metadata.name}"
+            self.gang_events.setdefault(key, []).append(f"{reason}: {note}")
+            return
+        if not isinstance(obj, Pod):
+            return
+        n = self._of(obj)
         if reason == "FailedScheduling":
             self._seq += 1
             n.failed += 1
@@ -698,7 +708,10 @@ class Simulation:
                 reason = latest.last_failure if latest is not None else ""
                 if not reason:
                     reason = next(m.message for m in members if m.status != "bound")
-            out.append(GangResult(gk, mm, tk, status, len(members), bound, len(already), wait, sorted(domains), reason))
+            events = list(self.recorder.gang_events.get(gk, []))
+            out.append(
+                GangResult(gk, mm, tk, status, len(members), bound, len(already), wait, sorted(domains), reason, events)
+            )
         return out
 
     def _domains(

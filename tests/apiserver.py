@@ -38,6 +38,8 @@ from ome_scheduler.kube.client import KubeClient
 _LEASE = re.compile(r"^/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?$")
 _EVENT = re.compile(r"^/apis/events\.k8s\.io/v1/namespaces/([^/]+)/events(?:/([^/]+))?$")
 _POD_STATUS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/status$")
+_BINDING = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/binding$")
+_POD = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)$")
 
 
 @dataclass
@@ -98,6 +100,9 @@ class FakeApiServer:
         self.requests: list[Request] = []
         self.leases: dict[str, dict[str, Any]] = {}  # "ns/name" -> Lease
         self.events: dict[str, dict[str, Any]] = {}  # "ns/name" -> Event
+        self.pods: dict[str, dict[str, Any]] = {}  # "ns/name" -> Pod (for Bindings)
+        self.lose_binding_responses = 0
+        """Apply the next N Bindings but answer 500, as if the response was lost on the way."""
         self.users: dict[str, dict[str, Any]] = {}  # bearer token -> TokenReview status.user
         self.allowed: set[tuple[str, str, str]] = set()  # (username, path, verb)
         self.lists: dict[str, list[dict[str, Any]]] = {}  # collection path -> objects
@@ -214,6 +219,11 @@ class FakeApiServer:
             end = start + int(req.query.get("limit") or len(items) or 1)
             md = {"resourceVersion": "7", **({"continue": str(end)} if end < len(items) else {})}
             return web.json_response({"kind": "List", "metadata": md, "items": items[start:end]})
+        if m := _BINDING.match(req.path):
+            return self._binding(req, m.group(1), m.group(2))
+        if (m := _POD.match(req.path)) and req.method == "GET":
+            pod = self.pods.get(f"{m.group(1)}/{m.group(2)}")
+            return web.json_response(pod) if pod else status(404, "NotFound", f'pods "{m.group(2)}" not found')
         if _POD_STATUS.match(req.path) and req.method == "PATCH":
             return web.json_response({})
         if req.path == "/apis/authentication.k8s.io/v1/tokenreviews" and req.method == "POST":
@@ -230,6 +240,24 @@ class FakeApiServer:
             ok = (spec["user"], attrs["path"], attrs["verb"]) in self.allowed
             return web.json_response({**req.body, "status": {"allowed": ok}}, status=201)
         return status(404, "NotFound", f"the server could not find the requested resource ({req.path})")
+
+    def _binding(self, req: Request, ns: str, name: str) -> web.Response:
+        pod = self.pods.get(f"{ns}/{name}")
+        if pod is None:
+            return status(404, "NotFound", f'pods "{name}" not found')
+        node = pod["spec"].get("nodeName")
+        if node:
+            return status(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is '
+                f'already assigned to node "{node}"',
+            )
+        pod["spec"]["nodeName"] = req.body["target"]["name"]
+        if self.lose_binding_responses > 0:
+            self.lose_binding_responses -= 1
+            return status(500, "InternalError", "response lost")
+        return web.json_response({"kind": "Status", "status": "Success"}, status=201)
 
     def _lease(self, req: Request, ns: str, name: str | None) -> web.Response:
         if name is None:

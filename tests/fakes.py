@@ -14,8 +14,13 @@ from ome_scheduler.util.labels import Selector
 class FakeWaitingPod:
     def __init__(self, pi: PodInfo) -> None:
         self.pod_info = pi
+        self.node = pi.pod.spec.node_name
         self.allowed: list[str] = []
         self.rejected: list[tuple[str, str]] = []
+        self.timeouts: list[tuple[str, float]] = []
+
+    def set_timeout(self, plugin: str, timeout: float) -> None:
+        self.timeouts.append((plugin, timeout))
 
     @property
     def key(self) -> str:
@@ -63,6 +68,8 @@ class FakeHandle:
         self.waiting: dict[str, FakeWaitingPod] = {}
         self.namespaces: dict[str, Namespace] = {}
         self.listeners: list[Callable[[PodGroup | None, PodGroup | None], None]] = []
+        self.node_listeners: list[Callable[[Node | None, Node | None], None]] = []
+        self.events: list[tuple[str, str, str, str]] = []
 
     # setup helpers
     def add_node(self, node: Node, pods: Sequence[Pod] = ()) -> NodeInfo:
@@ -116,6 +123,9 @@ class FakeHandle:
     def node_changes(self, cursor: int) -> tuple[int, set[str] | None]:
         return cursor + 1, None  # no change feed: the plugin rebuilds its indexes every time
 
+    def subscribe_node_changes(self, listener: Callable[[Node | None, Node | None], None]) -> None:
+        self.node_listeners.append(listener)
+
     def pod_groups(self) -> FakePodGroups:
         return FakePodGroups(self)
 
@@ -124,6 +134,12 @@ class FakeHandle:
 
     def namespace_names(self) -> Iterable[str]:
         return list(self.namespaces)
+
+    def event_recorder(self) -> FakeHandle:
+        return self
+
+    def event(self, obj: Any, *, controller: str, type_: str, reason: str, action: str, note: str) -> None:
+        self.events.append((obj.metadata.name, type_, reason, note))
 
     def activate(self, pods: Iterable[Pod]) -> None:
         self.activated.append(sorted(p.metadata.name for p in pods))

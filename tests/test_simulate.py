@@ -61,12 +61,25 @@ def run(s: ClusterSnapshot, added: list[dict[str, Any]], **kw: Any) -> Simulatio
     return Simulation(cfg, s, typed(added), **kw).run()
 
 
-def gang(name: str, size: int, *, timeout: int = 300, held: bool = False, **kw: Any) -> list[dict[str, Any]]:
-    """A PodGroup and its members (one node each); ``held`` gates the last member."""
+HELD = "held-elsewhere"
+"""A scheduler name the configuration does not serve: a member created with it is a gang
+template that never reaches Reserve (as e2e's ``HELD_SCHEDULER``)."""
+
+
+def gang(
+    name: str, size: int, *, timeout: int = 300, held: bool = False, gated: bool = False, **kw: Any
+) -> list[dict[str, Any]]:
+    """A PodGroup and its members (one node each); the last member is created first and, with
+    ``held``, for a scheduler nobody serves, or with ``gated``, behind a scheduling gate."""
     out = [pod_group(name, NS, size, topology_key=DK, timeout=timeout)]
-    for i in range(size):
-        gates = ["example.com/hold"] if held and i == size - 1 else []
-        out.append(pod(f"{name}-{i}", NS, gang=name, anti_affinity_on=HOSTNAME, gates=gates, **kw))
+    for i in [size - 1, *range(size - 1)]:
+        last = i == size - 1
+        extra = dict(kw)
+        if last and held:
+            extra["scheduler"] = HELD
+        if last and gated:
+            extra["gates"] = ["example.com/hold"]
+        out.append(pod(f"{name}-{i}", NS, gang=name, anti_affinity_on=HOSTNAME, **extra))
     return out
 
 
@@ -95,15 +108,29 @@ def test_two_gangs_take_the_two_domains_and_a_third_stays_pending_with_its_reaso
     assert r.domains[0].resource == "nvidia.com/gpu" and r.domains[0].shape_of == f"{NS}/ga"
 
 
-def test_a_gang_that_cannot_complete_waits_at_permit_and_its_gated_member_is_reported() -> None:
+def test_a_gang_that_cannot_complete_waits_at_permit_holding_its_domain() -> None:
     r = run(snap(nodes({"a": 3})), gang("g", 3, held=True))
     assert r.settled and r.simulated_seconds == 0
     pods = by_name(r)
     assert pods["g-0"].status == pods["g-1"].status == "waiting"
     assert pods["g-0"].domain == "a" and pods["g-0"].message.startswith("waiting at Permit on a-")
-    assert pods["g-2"].status == "gated" and pods["g-2"].message == "scheduling gates: example.com/hold"
+    assert "g-2" not in pods  # another scheduler's pod
+    assert r.warnings == [
+        f"pod {NS}/g-2 has schedulerName '{HELD}', which this configuration does not serve: it is not scheduled"
+    ]
     (g,) = r.gangs
     assert g.status == "waiting" and g.waiting == 2 and g.domains == ["a"]
+    assert g.events == [f"Pinned: pinned to {DK}=a (3 members of room for 3), holding it"]
+
+
+def test_a_gated_member_keeps_its_gang_from_holding() -> None:
+    r = run(snap(nodes({"a": 3})), gang("g", 3, gated=True))
+    pods = by_name(r)
+    assert pods["g-2"].status == "gated" and pods["g-2"].message == "scheduling gates: example.com/hold"
+    gated = f"0/3 nodes are available: waiting for scheduling-gated members of gang {NS}/g: g-2. no new claims to deallocate"
+    assert pods["g-0"].status == "pending" and pods["g-0"].message == gated
+    (g,) = r.gangs
+    assert g.status == "pending" and g.reason == gated
 
 
 def test_settle_seconds_let_permit_time_out_on_the_simulated_clock() -> None:
@@ -114,9 +141,13 @@ def test_settle_seconds_let_permit_time_out_on_the_simulated_clock() -> None:
     (g,) = r.gangs
     timed_out = "0/1 nodes are available: 1 rejected due to timeout after waiting 3s at plugin OMEGangPack."
     assert g.reason == timed_out
-    for name in ("g-0", "g-1"):  # timed out, retried, waiting again
+    assert g.events[:2] == [
+        f"Pinned: pinned to {DK}=a (3 members of room for 3), holding it",
+        f"HoldReleased: released the hold on {DK}=a: member {NS}/g-1 failed after Reserve",
+    ]
+    for name in ("g-0", "g-1"):  # timed out; nothing wakes them until the gang can complete
         p = by_name(r)[name]
-        assert (p.status, p.attempts, p.last_failure) == ("waiting", 2, timed_out)
+        assert (p.status, p.attempts, p.last_failure) == ("pending", 1, timed_out)
 
 
 def test_standalone_pod_is_kept_off_a_forming_gangs_domain() -> None:

@@ -19,7 +19,7 @@ from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import AffinityTerm, GangKey, NodeInfo, PodInfo, PodKey, QueuedPodInfo
 
 if TYPE_CHECKING:
-    from ome_scheduler.api.core import Namespace, Pod
+    from ome_scheduler.api.core import Namespace, Node, Pod
     from ome_scheduler.api.scheduling import PodGroup
     from ome_scheduler.framework.waiting_pods import WaitingPod
     from ome_scheduler.metrics import Metrics
@@ -136,8 +136,18 @@ class Handle(Protocol):
         """Node names changed since ``cursor`` (None: rebuild from all nodes) and the new cursor."""
         ...
 
+    def subscribe_node_changes(self, listener: Callable[[Node | None, Node | None], None]) -> None:
+        """Call ``listener(old, new)`` after every Node add (old None), update and delete (new
+        None), once the cache has it: for plugin state that must follow nodes at once (members
+        waiting at Permit are in no queue, so queueing hints never see them)."""
+        ...
+
     def pod_groups(self) -> PodGroupLister:
         """PodGroups, their members and where those sit (``backend/podgroups.py``)."""
+        ...
+
+    def event_recorder(self) -> EventRecorder:
+        """Where plugins record events (``framework.Handle.EventRecorder``)."""
         ...
 
     def namespace(self, name: str) -> Namespace | None:
@@ -371,8 +381,10 @@ class EventRecorder(Protocol):
     """Where the scheduling loop reports to users (``kube.recorder.Recorder`` in production):
     events on pods and the pod's ``PodScheduled`` condition and ``nominatedNodeName``."""
 
-    def event(self, pod: Pod, *, controller: str, type_: str, reason: str, action: str, note: str) -> None:
-        """Record an ``events.k8s.io/v1`` event about ``pod`` (in the background)."""
+    def event(
+        self, obj: Pod | Node | PodGroup, *, controller: str, type_: str, reason: str, action: str, note: str
+    ) -> None:
+        """Record an ``events.k8s.io/v1`` event about a pod, node or PodGroup (in the background)."""
         ...
 
     def pod_scheduled_false(self, pod: Pod, reason: str, message: str, *, clear_nominated: bool = True) -> None:

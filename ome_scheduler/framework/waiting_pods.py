@@ -18,19 +18,35 @@ from ome_scheduler.util.durations import format_go_duration
 class WaitingPod:
     """A pod that passed Reserve and waits at Permit; times are monotonic seconds."""
 
-    __slots__ = ("pod_info", "node", "_pending", "_future")
+    __slots__ = ("pod_info", "node", "started", "_pending", "_future")
 
     def __init__(self, pod_info: PodInfo, node: str, timeouts: dict[str, float]) -> None:
         self.pod_info = pod_info
         self.node = node
         loop = asyncio.get_running_loop()
+        self.started = loop.time()
+        """When the wait began (the event loop's monotonic clock, seconds)."""
         self._future: asyncio.Future[Status | None] = loop.create_future()
         self._pending: dict[str, asyncio.TimerHandle] = {}
         # One timer per waiting plugin: the first to fire rejects the pod in the name of the
         # plugin whose wait ran out, which is the message the user sees.
         for plugin, timeout in timeouts.items():
-            msg = f"rejected due to timeout after waiting {format_go_duration(timeout)} at plugin {plugin}"
-            self._pending[plugin] = loop.call_later(timeout, self.reject, plugin, msg)
+            self._arm(plugin, timeout)
+
+    def _arm(self, plugin: str, timeout: float) -> None:
+        msg = f"rejected due to timeout after waiting {format_go_duration(timeout)} at plugin {plugin}"
+        loop = asyncio.get_running_loop()
+        self._pending[plugin] = loop.call_at(self.started + timeout, self.reject, plugin, msg)
+
+    def set_timeout(self, plugin: str, timeout: float) -> None:
+        """Replace ``plugin``'s wait limit by ``timeout`` seconds counted from the start of the
+        wait (a PodGroup's ``scheduleTimeoutSeconds`` changed); already past it, the pod is
+        rejected at once with the timeout message. No-op when ``plugin`` no longer waits."""
+        handle = self._pending.pop(plugin, None)
+        if handle is None:
+            return
+        handle.cancel()
+        self._arm(plugin, timeout)
 
     @property
     def key(self) -> PodKey:

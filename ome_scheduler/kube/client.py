@@ -37,6 +37,7 @@ from typing import Any
 import aiohttp
 import msgspec
 
+from ome_scheduler.api.core import PodHead
 from ome_scheduler.api.meta import Status
 
 USER_AGENT = "ome-scheduler/0.1.0"
@@ -372,9 +373,26 @@ class KubeClient:
             "metadata": {"name": name, "namespace": namespace, "uid": uid},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
-        await self.post(
-            f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body, retries=3, priority=PRIORITY_CRITICAL
-        )
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        try:
+            await self.post(f"{path}/binding", body, retries=3, priority=PRIORITY_CRITICAL)
+        except ApiError as exc:
+            # A retry after a lost response meets the binding it already made: 409 "already
+            # assigned". Bound to the node we chose (and the same pod), it is our success.
+            if exc.code != 409 or not await self._bound_to(path, uid, node):
+                raise
+
+    async def _bound_to(self, path: str, uid: str, node: str) -> bool:
+        """Whether the pod at ``path`` (with ``uid``, when given) is bound to ``node`` now."""
+        try:
+            raw = await self.get(path, priority=PRIORITY_CRITICAL)
+        except ApiError:
+            return False
+        pod = _POD_HEAD.decode(raw)
+        return pod.spec.node_name == node and (not uid or pod.metadata.uid == uid)
+
+
+_POD_HEAD = msgspec.json.Decoder(PodHead)
 
 
 def _api_error(status: int, reason: str, data: bytes) -> ApiError:

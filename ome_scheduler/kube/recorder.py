@@ -22,12 +22,20 @@ from typing import Any
 
 import anyio
 
-from ome_scheduler.api.core import Pod
+from ome_scheduler.api.core import Node, Pod
+from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.kube.client import PRIORITY_EVENTS, PRIORITY_STATUS, ApiError, KubeClient, hostname
 from ome_scheduler.logs import get_logger
 from ome_scheduler.util.timestamps import now_micro, now_rfc3339
 
 log = get_logger()
+_KINDS: dict[type, tuple[str, str]] = {
+    Pod: ("Pod", "v1"),
+    Node: ("Node", "v1"),
+    PodGroup: ("PodGroup", "scheduling.x-k8s.io/v1alpha1"),
+}
+"""The ``regarding`` kind and apiVersion of each record type events are recorded about."""
+
 NOTE_LENGTH_LIMIT = 1024
 """Maximum event ``note`` size in bytes (``events.k8s.io/v1`` validation)."""
 FINISH_TIME = 6 * 60.0
@@ -82,24 +90,29 @@ class Recorder:
             with anyio.move_on_after(timeout):
                 await asyncio.wait(list(self._tasks))  # waiting cancels no write
 
-    def event(self, pod: Pod, *, controller: str, type_: str, reason: str, action: str, note: str) -> None:
-        """Record an event about ``pod`` (``Eventf``)."""
-        md = pod.metadata
+    def event(
+        self, obj: Pod | Node | PodGroup, *, controller: str, type_: str, reason: str, action: str, note: str
+    ) -> None:
+        """Record an event about a pod, node or PodGroup (``Eventf``); a node's events go to the
+        ``default`` namespace, as kube's recorder puts events of cluster-scoped objects."""
+        md = obj.metadata
+        kind, api_version = _KINDS[type(obj)]
         regarding = {
-            "kind": "Pod",
+            "kind": kind,
             "namespace": md.namespace,
             "name": md.name,
             "uid": md.uid,
-            "apiVersion": "v1",
+            "apiVersion": api_version,
             "resourceVersion": md.resource_version,
         }
+        event_ns = md.namespace or "default"
         now = time.time()
         while self._cache:  # insertion order is creation order: expire from the front
             k0, first = next(iter(self._cache.items()))
             if now - first.created <= FINISH_TIME:
                 break
             del self._cache[k0]
-        key = (type_, action, reason, controller, md.namespace, md.name, md.uid, md.resource_version)
+        key = (type_, action, reason, controller, kind, md.namespace, md.name, md.uid, md.resource_version)
         cached = self._cache.get(key)
         if cached is not None:
             # Only the first repeat is written (it turns the event into a series); later ones are
@@ -112,7 +125,7 @@ class Recorder:
         body = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
-            "metadata": {"name": name, "namespace": md.namespace},
+            "metadata": {"name": name, "namespace": event_ns},
             "eventTime": now_micro(),
             "reportingController": controller,
             "reportingInstance": f"{controller}-{self.host}",
@@ -122,7 +135,7 @@ class Recorder:
             "note": truncate_message(note),
             "type": type_,
         }
-        self._cache[key] = _Cached(name, md.namespace, now, body)
+        self._cache[key] = _Cached(name, event_ns, now, body)
         self._spawn(self._create(body))
 
     async def _create(self, body: dict[str, Any]) -> None:

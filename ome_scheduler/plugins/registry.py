@@ -99,14 +99,15 @@ def default_factory(plugin: type[Plugin]) -> PluginFactory:
     """The factory of a plugin without a ``new`` classmethod.
 
     The plugin's constructor gets, by parameter name, its typed and validated ``args``, the
-    ``handle`` and the process ``metrics``, when it declares them; a plugin without an argument
-    type ignores its args, as upstream does.
+    ``handle``, the process ``metrics`` and the profile's ``scheduler_name``, when it declares
+    them; a plugin without an argument type ignores its args, as upstream does.
 
     Raises (from the factory):
         ConfigError: invalid arguments (``decode_plugin_args``).
     """
     params = inspect.signature(plugin).parameters
     wants_args, wants_handle, wants_metrics = "args" in params, "handle" in params, "metrics" in params
+    wants_name = "scheduler_name" in params
     build = cast(Callable[..., Plugin], plugin)
 
     def factory(args: Any, handle: Handle, options: FrameworkOptions) -> Plugin:
@@ -117,6 +118,8 @@ def default_factory(plugin: type[Plugin]) -> PluginFactory:
             kwargs["handle"] = handle
         if wants_metrics:
             kwargs["metrics"] = options.metrics
+        if wants_name:
+            kwargs["scheduler_name"] = options.scheduler_name
         return build(**kwargs)
 
     return factory

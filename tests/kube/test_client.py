@@ -79,3 +79,29 @@ def test_request_waiting_for_a_slot_is_dropped_when_abandoned() -> None:
         await client.close()
 
     asyncio.run(main())
+
+
+def test_binding_retried_after_a_lost_response_is_a_success() -> None:
+    """The first Binding is applied but its answer is lost (500); the retry gets 409 "already
+    assigned" to the node we chose: that is our own Binding, not a failure."""
+    from ome_scheduler.kube.client import ApiError
+    from tests.apiserver import FakeApiServer
+
+    async def main() -> None:
+        async with FakeApiServer() as srv:
+            srv.pods["ns/p"] = {"metadata": {"name": "p", "namespace": "ns", "uid": "u1"}, "spec": {}}
+            srv.pods["ns/q"] = {"metadata": {"name": "q", "namespace": "ns", "uid": "u2"}, "spec": {}}
+            srv.lose_binding_responses = 1
+            c = srv.client()
+            await c.bind("ns", "p", "u1", "n1")
+            assert srv.pods["ns/p"]["spec"]["nodeName"] == "n1"
+            assert len(srv.sent("POST", "/api/v1/namespaces/ns/pods/p/binding")) == 2
+            srv.pods["ns/q"]["spec"]["nodeName"] = "other"  # bound elsewhere by someone else
+            try:
+                await c.bind("ns", "q", "u2", "n1")
+            except ApiError as exc:
+                assert exc.code == 409
+            else:
+                raise AssertionError("a pod bound to another node must stay a failure")
+
+    asyncio.run(main())

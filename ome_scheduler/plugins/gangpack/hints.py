@@ -27,6 +27,12 @@ def gang_of(pod: Pod) -> str:
     return pod.metadata.labels.get(POD_GROUP_LABEL, "")
 
 
+def was_bound(pod: Pod) -> bool:
+    """Whether the API server bound the pod (its ``PodScheduled`` condition is True); an assumed
+    pod forgotten after a failed Permit wait or Binding never was."""
+    return any(c.type == "PodScheduled" and c.status == "True" for c in pod.status.conditions)
+
+
 def in_same_gang(target: Pod, other: Pod | None) -> bool:
     """``other`` is a member of the target's gang (same namespace and PodGroup name)."""
     g = gang_of(target)
@@ -99,6 +105,10 @@ class GangHints:
         """Pod Delete / UpdatePodScaleDown: Queue when capacity was freed or a sibling changed."""
         if new is not None and same_pod(new, target):
             return QUEUE  # the target itself shrank
+        if new is None and old is not None and in_same_gang(target, old) and not was_bound(old):
+            # A sibling's assumption was forgotten (its Permit wait ended): it freed nothing the
+            # target needs, and waking the target would let a release feed itself (rule 10).
+            return SKIP
         if in_same_gang(target, old) or in_same_gang(target, new):
             return QUEUE  # a gang sibling left or shrank
         if old is not None and not old.spec.node_name and not old.status.nominated_node_name:

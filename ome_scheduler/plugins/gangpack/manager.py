@@ -22,16 +22,16 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 
-from ome_scheduler.api.core import Pod
+from ome_scheduler.api.core import Node, Pod
 from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.config.pluginargs import OMEGangPackArgs
 from ome_scheduler.framework.interface import Handle
-from ome_scheduler.framework.status import Status
-from ome_scheduler.framework.types import GangKey, NodeInfo, PodInfo, PodKey, split_gang_key
+from ome_scheduler.framework.status import Code, Status
+from ome_scheduler.framework.types import GangKey, NodeInfo, PodInfo, PodKey, gang_key, split_gang_key
 from ome_scheduler.framework.waiting_pods import WaitingPod
 from ome_scheduler.logs import enabled, get_logger
 from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, template_signature
-from ome_scheduler.plugins.gangpack.gang import Gang, is_live, same_pod
+from ome_scheduler.plugins.gangpack.gang import Gang, is_live, same_pod, topology_key_of
 from ome_scheduler.plugins.gangpack.metrics import GangMetrics, Trigger, refresh_domain_gauges
 from ome_scheduler.plugins.gangpack.pins import Pin, PinStore
 from ome_scheduler.plugins.gangpack.placement import GangPlanner, RoomIndex
@@ -48,10 +48,11 @@ MAX_INDEXES = 16
 class GangManager:
     """Pins, holds and Permit gates of every gang one OMEGangPack instance schedules."""
 
-    def __init__(self, args: OMEGangPackArgs, handle: Handle, metrics: GangMetrics) -> None:
+    def __init__(self, args: OMEGangPackArgs, handle: Handle, metrics: GangMetrics, scheduler_name: str) -> None:
         self.args = args
         self.handle = handle
         self.metrics = metrics
+        self.scheduler_name = scheduler_name
         self.pins = PinStore()
         self.attempt_by_pod: dict[PodKey, int] = {}
         """Each member at or past Permit -> the token of the pin it was placed under."""
@@ -64,6 +65,11 @@ class GangManager:
         self.indexes: dict[tuple[str, object, bool], RoomIndex[PodInfo, NodeInfo]] = {}
         self.shapes: dict[str, PodInfo] = {}
         """The last gang member planned per topology key: the shape the domain gauges count in."""
+        self.waiting_since: dict[PodKey, float] = {}
+        """When each member began waiting at Permit (monotonic): tells a timeout from other failures."""
+        self.forming_since: dict[GangKey, float] = {}
+        """Monotonic time each incomplete gang first held a domain; its holds end
+        ``scheduleTimeoutSeconds`` later until it completes or its PodGroup changes (rule 8)."""
 
     # ---- members and waiters ------------------------------------------------------------
 
@@ -95,6 +101,15 @@ class GangManager:
         self.parked_by_hold.clear()
         self.activate(pods, "reservation_released")
 
+    def pod_group_event(self, gang: GangKey, type_: str, reason: str, note: str) -> None:
+        """Record an event on the gang's PodGroup (if it still exists)."""
+        parts = split_gang_key(gang)
+        pg = self.handle.pod_groups().get(*parts) if parts else None
+        if pg is not None:
+            self.handle.event_recorder().event(
+                pg, controller=self.scheduler_name, type_=type_, reason=reason, action="Scheduling", note=note
+            )
+
     def park_by_hold(self, pod: PodInfo) -> None:
         """Remember a pod a hold kept out, to wake it when a hold ends."""
         self.parked_by_hold[pod.pod_key] = pod.pod
@@ -102,7 +117,15 @@ class GangManager:
     # ---- releases (§4.3) -----------------------------------------------------------------
 
     def release(
-        self, gang: GangKey, owner: str, token: int, pod: PodInfo | None, mark_failed: bool, *, unwind: bool = True
+        self,
+        gang: GangKey,
+        owner: str,
+        token: int,
+        pod: PodInfo | None,
+        mark_failed: bool,
+        *,
+        unwind: bool = True,
+        why: str = "",
     ) -> bool:
         """The shared release routine: end the pin (token 0: whatever pin the gang has), reject
         that attempt's waiters, wake the pods its hold parked, forget ``pod``'s attempt.
@@ -110,16 +133,26 @@ class GangManager:
         ``mark_failed`` records the domain as failed for the gang's next plan (PostFilter).
         ``unwind=False`` is the stale-pin replan: product rule 5 makes it reject waiters and
         wake parked pods like every other release, but it is a pin decision, not an unwind.
-        Returns whether a pin was released.
+        ``why`` goes into the PodGroup's ``HoldReleased`` event when the pin still held or had
+        waiters. Returns whether a pin was released.
         """
+        told: list[Pin] = []
+        before = self.pins.get(gang)
+        held = before is not None and before.holding and before.remaining > 0  # read before it is released
 
         def on_release(pin: Pin) -> None:
             if mark_failed:
                 self.failed.setdefault((gang, owner), set()).add(pin.domain)
-            for wp in self.waiters(gang, pin.token):
+            waiters = self.waiters(gang, pin.token)
+            for wp in waiters:
                 wp.reject(NAME, f"gang {gang} unwound after a member failed to schedule")
+            if why and (held or waiters):
+                told.append(pin)
 
         released = self.pins.release_if(gang, token, on_release)
+        for pin in told:
+            tk, domain = pin.domain
+            self.pod_group_event(gang, "Normal", "HoldReleased", f"released the hold on {tk}={domain}: {why}")
         if released:
             if unwind:
                 self.metrics.unwind()
@@ -129,11 +162,31 @@ class GangManager:
             del self.attempt_by_pod[pod.pod_key]
         return released
 
+    def unreserve(self, pod: PodInfo, gang: Gang, token: int) -> None:
+        """A member's attempt failed after Reserve (Permit timeout or rejection, PreBind or Bind
+        failure): release its pin, telling the PodGroup whether the gang timed out and how many
+        of its members had nodes."""
+        since = self.waiting_since.pop(pod.pod_key, None)
+        pin = self.pins.get(gang.key)
+        if pin is not None and pin.token == token and since is not None:
+            waited = time.monotonic() - since
+            if waited >= gang.timeout - 0.5:
+                placed = sum(1 for _, n in self.handle.pod_groups().placed_members(gang.key) if n is not None)
+                tk, domain = pin.domain
+                note = (
+                    f"timed out after {gang.timeout}s waiting at Permit with {placed} of {gang.min_member} members "
+                    f"on nodes in {tk}={domain}"
+                )
+                self.pod_group_event(gang.key, "Warning", "TimedOut", note)
+                self.release(gang.key, gang.uid, token, pod, mark_failed=False)
+                return
+        self.release(gang.key, gang.uid, token, pod, mark_failed=False, why=f"member {pod.key} failed after Reserve")
+
     def forget_missing_gang(self, gang: GangKey) -> None:
         """The gang's PodGroup is gone: release its pin and forget its failed domains."""
         pin = self.pins.get(gang)
         if pin is not None:
-            self.release(gang, pin.owner, 0, None, mark_failed=False)
+            self.release(gang, pin.owner, 0, None, mark_failed=False, why="its PodGroup is gone")
         for k in [k for k in self.failed if k[0] == gang]:
             del self.failed[k]
 
@@ -153,14 +206,14 @@ class GangManager:
             # The PodGroup was deleted and re-created: the old instance's pin is void.
             had = bool(self.waiters(key, pin.token))
             old_owner = pin.owner
-            self.release(key, old_owner, pin.token, None, mark_failed=False)
+            self.release(key, old_owner, pin.token, None, mark_failed=False, why="its PodGroup was re-created")
             self.failed.pop((key, old_owner), None)
             if had:
                 return Status.unschedulable(f"released commitment owned by a previous PodGroup instance {key}")
             pin = None
         if pin is not None and pin.domain[0] and pin.domain[0] != tk:
             had = bool(self.waiters(key, pin.token))
-            self.release(key, pin.owner, pin.token, None, mark_failed=False)
+            self.release(key, pin.owner, pin.token, None, mark_failed=False, why=f"its topology key is now {tk}")
             self.metrics.pin("topology_replan")
             if had:
                 return Status.unschedulable(f"released commitment after topology key changed for {key}")
@@ -172,6 +225,20 @@ class GangManager:
         count = len(placed_pods)
         placed = {p.name for p, _ in placed_pods}
         placed_domains = {n.labels.get(tk, "") for _, n in placed_pods}
+        if pin is not None and pin.domain[0] == tk and placed_domains - {pin.domain[1]}:
+            # Rule 9: a placed member's node left the pinned domain (relabelled or unlabelled):
+            # the pin no longer describes the gang and must not proceed. Release it (its waiters
+            # are rejected and forgotten); the next attempt adopts the domain of the members
+            # still bound, if any.
+            outside = sorted(placed_domains - {pin.domain[1]})
+            why = f"members are placed in {outside[0] or '(no domain)'}, outside it"
+            self.release(key, pin.owner, pin.token, None, mark_failed=False, unwind=False, why=why)
+            self.metrics.pin("stale_replan")
+            log.info("gangpack.pinGang.stale_replan", v=4, gang=key, releasedDomain=pin.domain[1])
+            return Status.unschedulable(
+                f"gang {key} has members in topology domain {outside[0] or '(none)'} outside its pinned domain "
+                f"{pin.domain[1]}: released the pin"
+            )
         if "" in placed_domains or len(placed_domains) > 1:
             return Status.unresolvable(f"gang {key} already has members in multiple topology domains")
         placed_domain = next(iter(placed_domains), "")
@@ -185,6 +252,15 @@ class GangManager:
         if len(templates) < need:
             self.templates_incomplete.add(key)
             return Status.unschedulable(f"waiting for all PodGroup member templates for {key}")
+        gated = [t.name for t in templates[1:] if t.pod.spec.scheduling_gates]
+        if len(templates) - len(gated) < need:
+            # Rule 8: the gang cannot complete while members it needs are scheduling-gated, so it
+            # holds nothing; lifting the last gate lets that member's PreFilter wake the others.
+            if pin is not None:
+                why = f"members it needs are scheduling-gated ({', '.join(gated)})"
+                self.release(key, pin.owner, pin.token, None, mark_failed=False, why=why)
+            self.templates_incomplete.add(key)
+            return Status.unschedulable(f"waiting for scheduling-gated members of gang {key}: {', '.join(gated)}")
         if key in self.templates_incomplete:
             # Siblings parked on the incomplete set are woken once, now that it is complete.
             self.templates_incomplete.discard(key)
@@ -228,7 +304,8 @@ class GangManager:
         ):
             # Stale pin: its domain vanished, or shrank below the gang before any member
             # was placed. Re-plan from scratch (a pin decision, not an unwind).
-            self.release(key, gang.uid, pin.token, None, mark_failed=False, unwind=False)
+            why = "its domain changed and no longer fits the gang"
+            self.release(key, gang.uid, pin.token, None, mark_failed=False, unwind=False, why=why)
             self.metrics.pin("stale_replan")
             log.info("gangpack.pinGang.stale_replan", v=4, gang=key, releasedDomain=pinned_domain)
             pin = None
@@ -248,8 +325,13 @@ class GangManager:
                     placed_domain,
                     max(0, gang.min_member - count),
                     survey.node_names_of(placed_domain),
+                    holding=self._may_hold(gang),
                 )
+                pin.hold_until = self.forming_since[key] + gang.timeout
                 self.metrics.pin("adopted")
+                self.pod_group_event(
+                    key, "Normal", "Adopted", f"adopted {tk}={placed_domain}, where {count} members are already placed"
+                )
                 self.metrics.pinned_groups(len(self.pins))
                 if survey.room(placed_domain) < need:
                     msg = f"adopted domain {placed_domain} cannot fit remaining gang members {key}"
@@ -294,8 +376,13 @@ class GangManager:
                 )
             self.metrics.pin("no_fit")
             return Status.unschedulable(f"no domain has room for gang {key}")
-        pin = pins.choose(key, gang.uid, tk, d, survey.node_names_of(d), survey.need)
+        pin = pins.choose(key, gang.uid, tk, d, survey.node_names_of(d), survey.need, holding=self._may_hold(gang))
+        pin.hold_until = self.forming_since[key] + gang.timeout
         self.metrics.pin("pinned")
+        hold = "holding it" if pin.holding else "without a hold (its holds expired)"
+        self.pod_group_event(
+            key, "Normal", "Pinned", f"pinned to {tk}={d} ({survey.room(d)} members of room for {survey.need}), {hold}"
+        )
         self.metrics.pinned_groups(len(self.pins))
         return pin
 
@@ -342,17 +429,45 @@ class GangManager:
             self.failed.pop((gang.key, gang.uid), None)
             self.wake_parked_by_hold()
 
-    def permit(self, pod: PodInfo, gang: Gang, token: int) -> bool:
+    def permit(self, pod: PodInfo, gang: Gang, token: int) -> Status | None:
         """§4.1: record the attempt, wake the gang, and admit every waiter once the pin is
-        drained. Returns True when the gate is open (this member proceeds), False to wait."""
+        drained. Returns None to admit this member, Wait to park it, or Unschedulable when the
+        gate finds a waiter whose node left the pinned domain (rule 9: the pin is released)."""
         self.attempt_by_pod[pod.pod_key] = token
-        self.activate([p.pod for p in self.live_members(gang.key)], "permit")
+        # Wake the parked members so the gang forms fast (§6.1), but not the ones in flight (this
+        # pod, and those waiting at Permit): activating a pod in flight marks it to be retried at
+        # once if its attempt fails, and a release would then feed itself (rule 10).
+        parked = [
+            p.pod
+            for p in self.live_members(gang.key)
+            if p.pod_key != pod.pod_key and self.handle.get_waiting_pod(p.pod_key) is None
+        ]
+        self.activate(parked, "permit")
         if not self.pins.is_drained(gang.key, token):
             self.metrics.gate("wait")
-            return False
-        for wp in self.waiters(gang.key, token):
-            wp.allow(NAME)
+            self.waiting_since[pod.pod_key] = time.monotonic()
+            return Status(Code.WAIT)
+        if not self._open_gate(gang.key, token):
+            return Status.unschedulable(f"gang {gang.key} unwound after a member left its pinned domain")
         self.metrics.gate("admit")
+        return None
+
+    def _open_gate(self, gang: GangKey, token: int) -> bool:
+        """Allow every waiter of the drained pin, unless one waits on a node that is gone or has
+        left the pinned domain: then release the pin instead (rule 9). Returns whether it opened."""
+        pin = self.pins.get(gang)
+        if pin is None or pin.token != token:
+            return False
+        tk, domain = pin.domain
+        waiters = self.waiters(gang, token)
+        for wp in waiters:
+            ni = self.handle.get_node_info(wp.node)
+            if ni is None or ni.labels.get(tk, "") != domain:
+                why = f"member {wp.pod_info.key} waits on {wp.node}, which left the domain"
+                self.release(gang, pin.owner, token, None, mark_failed=False, why=why)
+                return False
+        for wp in waiters:
+            wp.allow(NAME)
         return True
 
     def post_bind(self, pod: PodInfo, gang: Gang | None) -> None:
@@ -363,8 +478,18 @@ class GangManager:
             return
         times = self.bind_times.setdefault(gang.key, [])
         times.append(time.monotonic())
-        if len(times) == gang.min_member:
+        pg = self.handle.pod_groups().get(gang.namespace, gang.name)
+        size = (pg.spec.min_member or 0) if pg is not None else gang.min_member
+        placed = sum(1 for _, n in self.handle.pod_groups().placed_members(gang.key) if n is not None)
+        if placed >= size:
+            self.forming_since.pop(gang.key, None)  # complete: its next holds start afresh
+        self.waiting_since.pop(pod.pod_key, None)
+        if len(times) == size:
             self.metrics.bind_skew(times[-1] - times[0])
+            pin = self.pins.get(gang.key)
+            where = f" in {pin.domain[0]}={pin.domain[1]}" if pin is not None else ""
+            note = f"all {size} members bound{where}, {times[-1] - times[0]:.3f}s from first to last"
+            self.pod_group_event(gang.key, "Normal", "Bound", note)
             created = [p.pod.metadata.creation_timestamp for p in self.live_members(gang.key)]
             last = max((c for c in created if c), default=None)
             if last is not None:
@@ -373,9 +498,13 @@ class GangManager:
     # ---- PodGroup changes, GC, gauges ------------------------------------------------------
 
     def on_pod_group_change(self, old: PodGroup | None, new: PodGroup | None) -> None:
-        """A PodGroup was added, changed or deleted: wake its unbound members (``podgroup_change``).
+        """A PodGroup was added, changed or deleted (rule 9: the gang follows its current definition).
 
-        Updates that change nothing the plugin reads (status only) wake nobody.
+        Its pin follows at once, members waiting at Permit included: deleted or re-created, or
+        a new topology key, releases the pin; a new ``minMember`` resizes the reservation (the
+        gate opens when it is met); a new ``scheduleTimeoutSeconds`` replaces the waiters' limit.
+        Then its unbound members are woken (``podgroup_change``). Updates that change nothing
+        the plugin reads (status only) do nothing.
         """
         pg = new or old
         if pg is None:
@@ -389,8 +518,59 @@ class GangManager:
             and old.metadata.labels == new.metadata.labels
         ):
             return
-        members = self.live_members(GangKey(f"{pg.metadata.namespace}/{pg.metadata.name}"))
+        key = gang_key(pg.metadata.namespace, pg.metadata.name)
+        self.forming_since.pop(key, None)  # a new definition gets a fresh chance to hold
+        pin = self.pins.get(key)
+        if pin is not None:
+            if new is None or (pin.owner and new.metadata.uid != pin.owner):
+                why = "its PodGroup was deleted" if new is None else "its PodGroup was re-created"
+                self.release(key, pin.owner, 0, None, mark_failed=False, why=why)
+            elif pin.domain[0] != topology_key_of(new, self.args):
+                why = f"its topology key is now {topology_key_of(new, self.args)}"
+                self.release(key, pin.owner, 0, None, mark_failed=False, why=why)
+                self.metrics.pin("topology_replan")
+            else:
+                self._follow_spec(key, pin, new)
+        members = self.live_members(key)
         self.activate([p.pod for p in members if not p.pod.spec.node_name], "podgroup_change")
+
+    def _follow_spec(self, key: GangKey, pin: Pin, pg: PodGroup) -> None:
+        """Resize the pin's reservation to the new ``minMember`` and retime its waiters."""
+        mm = pg.spec.min_member or 0
+        if mm > 0:
+            placed = sum(1 for _, n in self.handle.pod_groups().placed_members(key) if n is not None)
+            if self.pins.set_remaining_if(key, pin.token, mm - placed):
+                self.failed.pop((key, pin.owner), None)
+                self.wake_parked_by_hold()
+                if self._open_gate(key, pin.token):
+                    self.metrics.gate("admit")
+        sts = pg.spec.schedule_timeout_seconds
+        timeout = sts if sts is not None and sts > 0 else (self.args.default_permit_timeout_seconds or 0)
+        if timeout > 0:
+            for wp in self.waiters(key, pin.token):
+                wp.set_timeout(NAME, float(timeout))
+
+    def on_node_change(self, old: Node | None, new: Node | None) -> None:
+        """Rule 9: a node relabelled, unlabelled or deleted while a member waits on it at Permit
+        releases that member's pin when the node is no longer in the pinned domain."""
+        if not self.pins.by_group or (
+            old is not None and new is not None and old.metadata.labels == new.metadata.labels
+        ):
+            return
+        name = (new or old).metadata.name  # type: ignore[union-attr]
+        for wp in list(self.handle.waiting_pods()):
+            pi = wp.pod_info
+            if wp.node != name or not pi.gang:
+                continue
+            pin = self.pins.get(pi.gang_key)
+            if pin is None or self.attempt_by_pod.get(pi.pod_key) != pin.token:
+                continue
+            tk, domain = pin.domain
+            if new is None or new.metadata.labels.get(tk, "") != domain:
+                log.info("gangpack.pinGang.stale_replan", v=4, gang=pi.gang_key, releasedDomain=domain, node=name)
+                why = f"node {name} left the domain while {pi.key} waited on it"
+                self.release(pi.gang_key, pin.owner, pin.token, None, mark_failed=False, unwind=False, why=why)
+                self.metrics.pin("stale_replan")
 
     def gc(self) -> None:
         """§7: release pins of gangs with no live pod, or whose PodGroup is gone or re-created."""
@@ -401,14 +581,53 @@ class GangManager:
         for key in list(self.bind_times):
             if key not in live:
                 del self.bind_times[key]
+        for key in list(self.forming_since):
+            if key not in live:
+                del self.forming_since[key]
         for key, owner in self.pins.owners().items():
             stale = key not in live
             if not stale and owner:
                 parts = split_gang_key(key)
                 pg = self.handle.pod_groups().get(*parts) if parts else None
                 stale = pg is None or pg.metadata.uid != owner
-            if stale and self.release(key, owner, 0, None, mark_failed=False):
+            why = "the gang has no live pods" if key not in live else "its PodGroup is gone or was re-created"
+            if stale and self.release(key, owner, 0, None, mark_failed=False, why=why):
                 self.failed.pop((key, owner), None)
+
+    def _may_hold(self, gang: Gang) -> bool:
+        """Whether a new pin of ``gang`` may hold its domain: only within ``scheduleTimeoutSeconds``
+        of the gang's first hold since it last completed (rule 8: no hold outlives its chance)."""
+        now = time.monotonic()
+        start = self.forming_since.setdefault(gang.key, now)
+        return now - start < gang.timeout
+
+    def expire_holds(self) -> None:
+        """End every hold older than its gang's timeout (rule 8): the capacity becomes usable by
+        other gangs and standalone pods, the PodGroup gets a Warning event, and the pods the hold
+        parked are woken. The pin stays for the gang's own members (its gate still counts)."""
+        now = time.monotonic()
+        for key, pin in list(self.pins.by_group.items()):
+            if not pin.holding or pin.remaining <= 0 or not pin.hold_until or now < pin.hold_until:
+                continue
+            self.pins.drop_hold(key)
+            tk, domain = pin.domain
+            log.info("gangpack.hold_expired", v=2, gang=key, domain=domain, topologyKey=tk)
+            parts = split_gang_key(key)
+            pg = self.handle.pod_groups().get(*parts) if parts else None
+            if pg is not None:
+                note = (
+                    f"gang {key} did not complete within its scheduleTimeoutSeconds: released the hold on "
+                    f"{tk}={domain}, so other pods may use it; its members keep trying there"
+                )
+                self.handle.event_recorder().event(
+                    pg,
+                    controller=self.scheduler_name,
+                    type_="Warning",
+                    reason="HoldReleased",
+                    action="Scheduling",
+                    note=note,
+                )
+            self.wake_parked_by_hold()
 
     def refresh_domain_gauges(self) -> None:
         """The ``ome_scheduler_domain_*`` gauges for every topology key in use."""

@@ -31,6 +31,11 @@ class Pin:
     remaining: int
     token: int
     nodes: frozenset[str] = field(default_factory=frozenset)
+    holding: bool = True
+    """Whether the reservation keeps others out of the domain (the hold). A pin whose hold
+    expired still counts its reservation for the Permit gate, but blocks nobody."""
+    hold_until: float = 0.0
+    """Monotonic time at which the hold expires (0: never set)."""
 
 
 class PinStore:
@@ -53,6 +58,9 @@ class PinStore:
         old = c.remaining
         if new == old:
             return
+        if not c.holding:  # no hold: only the gate's count changes
+            c.remaining = new
+            return
         r = self.reserved.get(c.domain, 0) + new - old
         if r <= 0:
             self.reserved.pop(c.domain, None)
@@ -72,29 +80,50 @@ class PinStore:
                     self.reserved_nodes[n] = v
         c.remaining = new
 
-    def _new(self, group: GangKey, owner: str, domain: Domain, remaining: int, nodes: Iterable[str]) -> Pin:
+    def _new(
+        self, group: GangKey, owner: str, domain: Domain, remaining: int, nodes: Iterable[str], holding: bool = True
+    ) -> Pin:
         """Store a new pin with a fresh token; it starts at 0 and _set_remaining applies the hold."""
         c = Pin(
-            domain=domain, owner=owner, remaining=0, token=next(self._tokens), nodes=frozenset(n for n in nodes if n)
+            domain=domain,
+            owner=owner,
+            remaining=0,
+            token=next(self._tokens),
+            nodes=frozenset(n for n in nodes if n),
+            holding=holding,
         )
         self.by_group[group] = c
         self._set_remaining(c, remaining)
         return c
 
     def choose(
-        self, group: GangKey, owner: str, topology_key: str, domain: str, nodes: Iterable[str], gang_size: int
+        self,
+        group: GangKey,
+        owner: str,
+        topology_key: str,
+        domain: str,
+        nodes: Iterable[str],
+        gang_size: int,
+        holding: bool = True,
     ) -> Pin:
-        """Create a fresh pin of ``domain`` reserving ``gang_size`` slots."""
-        return self._new(group, owner, (topology_key, domain), gang_size, nodes)
+        """Create a fresh pin of ``domain`` reserving ``gang_size`` slots (held unless ``holding`` is False)."""
+        return self._new(group, owner, (topology_key, domain), gang_size, nodes, holding)
 
     def set_reservation(
-        self, group: GangKey, owner: str, topology_key: str, domain: str, remaining: int, nodes: Iterable[str]
+        self,
+        group: GangKey,
+        owner: str,
+        topology_key: str,
+        domain: str,
+        remaining: int,
+        nodes: Iterable[str],
+        holding: bool = True,
     ) -> Pin:
         """Adoption: replace any pin of the group with a new one (new token)."""
         old = self.by_group.get(group)
         if old is not None:
             self._set_remaining(old, 0)
-        return self._new(group, owner, (topology_key, domain), remaining, nodes)
+        return self._new(group, owner, (topology_key, domain), remaining, nodes, holding)
 
     def get(self, group: GangKey) -> Pin | None:
         """The gang's pin, or None when it has none."""
@@ -109,6 +138,26 @@ class PinStore:
             return False, False
         self._set_remaining(c, c.remaining - 1)
         return True, c.remaining == 0
+
+    def drop_hold(self, group: GangKey) -> bool:
+        """End the pin's hold but keep its reservation for the gate; returns whether one ended."""
+        c = self.by_group.get(group)
+        if c is None or not c.holding:
+            return False
+        remaining = c.remaining
+        self._set_remaining(c, 0)  # withdraws the domain and node counts
+        c.holding = False
+        c.remaining = remaining
+        return remaining > 0
+
+    def set_remaining_if(self, group: GangKey, token: int, remaining: int) -> bool:
+        """Resize the pin's reservation (the gang's size changed) if the token matches (0: any);
+        returns whether the pin is now drained."""
+        c = self.by_group.get(group)
+        if c is None or (token and c.token != token):
+            return False
+        self._set_remaining(c, remaining)
+        return c.remaining == 0
 
     def is_drained(self, group: GangKey, token: int) -> bool:
         """The gang's pin exists, matches ``token`` (0: any) and reserves nothing any more."""
@@ -132,7 +181,7 @@ class PinStore:
             return True
         # A pin made without a node set (none known at creation) holds the domain by label.
         for c in self.by_group.values():
-            if c.remaining > 0 and not c.nodes and labels.get(c.domain[0]) == c.domain[1]:
+            if c.holding and c.remaining > 0 and not c.nodes and labels.get(c.domain[0]) == c.domain[1]:
                 return True
         return False
 

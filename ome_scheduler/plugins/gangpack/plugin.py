@@ -56,6 +56,8 @@ PACK_KEY = "gangpack.domainpack"
 RESERVED_NODE = "node is reserved for a forming gang"
 DOMAIN_GAUGE_INTERVAL = 10.0
 """Seconds between refreshes of the ``ome_scheduler_domain_*`` gauges."""
+HOLD_EXPIRY_INTERVAL = 1.0
+"""Seconds between checks for holds that outlived their gang's timeout (rule 8)."""
 
 log = get_logger()
 
@@ -88,20 +90,25 @@ class OMEGangPack(
     member's Filter reads its cycle pin, and a pinned member never uses the equivalence cache
     because its PreFilter narrows the nodes."""
 
-    def __init__(self, args: OMEGangPackArgs, handle: Handle, metrics: Metrics) -> None:
+    def __init__(
+        self, args: OMEGangPackArgs, handle: Handle, metrics: Metrics, scheduler_name: str = "ome-scheduler"
+    ) -> None:
         self.args = args
         self.handle = handle
-        self.gangs = GangManager(args, handle, GangMetrics(metrics))
+        self.gangs = GangManager(args, handle, GangMetrics(metrics), scheduler_name)
         self.hints = GangHints(args, handle.pod_groups())
         handle.pod_groups().subscribe(self.gangs.on_pod_group_change)
+        handle.subscribe_node_changes(self.gangs.on_node_change)
 
     def background_tasks(self) -> Sequence[BackgroundTask]:
-        """The gang GC every ``gcIntervalSeconds`` (§7) and the domain gauges every 10 s."""
+        """The gang GC every ``gcIntervalSeconds`` (§7), the domain gauges every 10 s and the
+        hold expiry every second (rule 8)."""
         return (
             BackgroundTask("gangpack.gc", float(self.args.gc_interval_seconds), self.gangs.gc),
             BackgroundTask(
                 "gangpack.domain_gauges", DOMAIN_GAUGE_INTERVAL, self.gangs.refresh_domain_gauges, run_at_start=True
             ),
+            BackgroundTask("gangpack.hold_expiry", HOLD_EXPIRY_INTERVAL, self.gangs.expire_holds),
         )
 
     def informer_sync_waits(self) -> Mapping[str, float]:
@@ -170,7 +177,8 @@ class OMEGangPack(
             if not pod.gang and any(RESERVED_NODE in st.reasons for st in statuses.statuses.values()):
                 self.gangs.park_by_hold(pod)
             return Status.unschedulable()
-        if self.gangs.release(pin.gang.key, pin.gang.uid, pin.token, pod, mark_failed=True):
+        why = f"member {pod.key} fit no node of the domain"
+        if self.gangs.release(pin.gang.key, pin.gang.uid, pin.token, pod, mark_failed=True, why=why):
             return Status.unschedulable("gang reservation released after all candidate nodes were filtered")
         return Status.unschedulable()
 
@@ -225,7 +233,7 @@ class OMEGangPack(
         """Release this attempt's pin (a no-op when a newer pin replaced it)."""
         pin: CyclePin | None = state.get(PIN_KEY)
         if pin is not None:
-            self.gangs.release(pin.gang.key, pin.gang.uid, pin.token, pod, mark_failed=False)
+            self.gangs.unreserve(pod, pin.gang, pin.token)
 
     def permit(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status | None, float]:
         """All or nothing (§4.1): Wait up to the gang's timeout until the pin is drained."""
@@ -236,9 +244,8 @@ class OMEGangPack(
             return None, 0.0
         if pin.gang.timeout <= 0:
             return Status.unresolvable("gang permit timeout is not configured"), 0.0
-        if self.gangs.permit(pod, pin.gang, pin.token):
-            return None, 0.0
-        return Status(Code.WAIT), float(pin.gang.timeout)
+        verdict = self.gangs.permit(pod, pin.gang, pin.token)
+        return verdict, float(pin.gang.timeout) if verdict is not None and verdict.is_wait() else 0.0
 
     def post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
         """Forget the member's attempt; observe the bind skew when the gang is complete."""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
+from ome_scheduler.api.core import PodCondition
 from ome_scheduler.config.errors import ConfigError
 from ome_scheduler.config.pluginargs import OMEGangPackArgs
 from ome_scheduler.config.validation_pluginargs import decode_plugin_args
@@ -557,3 +559,163 @@ def test_stale_replan_rejects_waiters_without_counting_unwind() -> None:
     assert waiting.rejected and waiting.rejected[0][1] == "gang ns/g unwound after a member failed to schedule"
     assert count(m, "ome_scheduler_gang_pin_total", result="stale_replan") == 1
     assert count(m, "ome_scheduler_gang_unwind_total") == 0
+
+
+# ---- rules 8, 9 and 10: gangs that change while they form (issue 18) -------------------------
+
+
+def test_gated_member_means_the_gang_holds_nothing() -> None:
+    h = FakeHandle()
+    domains(h, {"a": 2})
+    p, _ = plugin(h)
+    h.groups["ns/g"] = make_pod_group("g", min_member=2, topology_key=DK)
+    m0 = members(h, "g", 1)[0]
+    h.add_pod(make_pod("g-1", gang="g", requests={"nvidia.com/gpu": "4"}, spec={"schedulingGates": [{"name": "x"}]}))
+    _, s, _ = prefilter(p, h, m0)
+    assert s is not None and s.message() == "waiting for scheduling-gated members of gang ns/g: g-1"
+    assert len(p.gangs.pins) == 0  # no hold
+    h.add_pod(make_pod("g-1", gang="g", requests={"nvidia.com/gpu": "4"}))  # the gate is lifted
+    _, s1, _ = prefilter(p, h, h.pods["ns/g-1"])
+    assert s1 is None and ["g-0"] in h.activated  # the parked sibling is woken (templates_complete)
+
+
+def test_min_member_lowered_opens_the_gate_for_the_waiter() -> None:
+    h = FakeHandle()
+    domains(h, {"a": 2})
+    p, m = plugin(h)
+    old = make_pod_group("g", min_member=2, topology_key=DK)
+    h.groups["ns/g"] = old
+    g = members(h, "g", 2)
+    node, _, s = schedule(p, h, g[0])
+    assert s is not None and s.code == Code.WAIT
+    waiting = h.wait(h.nodes[node].pods[g[0].uid])
+    new = make_pod_group("g", min_member=1, topology_key=DK, uid=old.metadata.uid)
+    h.groups["ns/g"] = new
+    for listener in h.listeners:
+        listener(old, new)
+    assert waiting.allowed == ["OMEGangPack"]
+    assert count(m, "ome_scheduler_gang_gate_total", result="admit") == 1
+
+
+def test_new_timeout_and_new_topology_key_reach_the_waiters() -> None:
+    h = FakeHandle()
+    domains(h, {"a": 2})
+    p, m = plugin(h)
+    old = make_pod_group("g", min_member=2, topology_key=DK, timeout=600)
+    h.groups["ns/g"] = old
+    g = members(h, "g", 2)
+    node, _, _ = schedule(p, h, g[0])
+    waiting = h.wait(h.nodes[node].pods[g[0].uid])
+    retimed = make_pod_group("g", min_member=2, topology_key=DK, timeout=5, uid=old.metadata.uid)
+    p.gangs.on_pod_group_change(old, retimed)
+    assert waiting.timeouts == [("OMEGangPack", 5.0)] and not waiting.rejected
+    rekeyed = make_pod_group("g", min_member=2, topology_key="rack", timeout=5, uid=old.metadata.uid)
+    p.gangs.on_pod_group_change(retimed, rekeyed)
+    assert waiting.rejected and len(p.gangs.pins) == 0
+    assert count(m, "ome_scheduler_gang_pin_total", result="topology_replan") == 1
+
+
+def test_node_leaving_the_domain_rejects_the_member_waiting_on_it() -> None:
+    h = FakeHandle()
+    domains(h, {"a": 2, "b": 2})
+    p, m = plugin(h)
+    h.groups["ns/g"] = make_pod_group("g", min_member=2, topology_key=DK)
+    g = members(h, "g", 2)
+    node, _, _ = schedule(p, h, g[0])
+    waiting = h.wait(h.nodes[node].pods[g[0].uid])
+    before = h.nodes[node].node
+    assert before is not None
+    unrelated = make_node("x1", {DK: "b"})
+    p.gangs.on_node_change(None, unrelated)  # another node joining changes nothing
+    assert not waiting.rejected and len(p.gangs.pins) == 1
+    moved = make_node(node, {DK: "z"}, alloc={"nvidia.com/gpu": "4"})
+    p.gangs.on_node_change(before, moved)
+    assert waiting.rejected and len(p.gangs.pins) == 0
+    assert count(m, "ome_scheduler_gang_pin_total", result="stale_replan") == 1
+
+
+def test_placed_members_outside_the_pin_release_it() -> None:
+    h = FakeHandle()
+    domains(h, {"a": 3, "b": 3})
+    p, _ = plugin(h)
+    h.groups["ns/g"] = make_pod_group("g", min_member=3, topology_key=DK)
+    g = members(h, "g", 3)
+    node, _, _ = schedule(p, h, g[0])
+    waiting = h.wait(h.nodes[node].pods[g[0].uid])
+    domain = h.nodes[node].labels[DK]
+    other = "b" if domain == "a" else "a"
+    relabelled = make_node(node, {DK: other}, alloc={"nvidia.com/gpu": "4"})
+    h.nodes[node].set_node(relabelled)  # the cache sees the new label; no listener call
+    _, s, _ = prefilter(p, h, g[1])
+    assert s is not None and "outside its pinned domain" in s.message()
+    assert waiting.rejected and len(p.gangs.pins) == 0
+
+
+def test_permit_does_not_activate_members_in_flight() -> None:
+    h = FakeHandle()
+    domains(h, {"a": 3})
+    p, _ = plugin(h)
+    h.groups["ns/g"] = make_pod_group("g", min_member=3, topology_key=DK)
+    g = members(h, "g", 3)
+    node0, _, _ = schedule(p, h, g[0])
+    h.wait(h.nodes[node0].pods[g[0].uid])
+    h.activated.clear()
+    schedule(p, h, g[1])
+    assert h.activated == [["g-2"]]  # neither g-1 itself nor g-0 waiting at Permit
+
+
+def test_forgotten_sibling_wakes_nobody_but_a_deleted_bound_one_does() -> None:
+    h = FakeHandle()
+    p, _ = plugin(h)
+    target = make_pod("g-0", gang="g")
+    assumed = make_pod("g-1", gang="g", node_name="n1")
+    hint = p.hints.is_schedulable_after_pod_delete_or_scale_down
+    assert hint(target, assumed, None) == 0  # QueueSkip: an assumption ended
+    bound = msgspec.structs.replace(
+        assumed,
+        status=msgspec.structs.replace(
+            assumed.status, conditions=[msgspec.convert({"type": "PodScheduled", "status": "True"}, PodCondition)]
+        ),
+    )
+    assert hint(target, bound, None) == 1  # Queue: a bound sibling left
+
+
+def test_hold_expires_at_the_gang_timeout_and_later_pins_do_not_hold() -> None:
+    h = FakeHandle()
+    domains(h, {"a": 2})
+    p, _ = plugin(h)
+    h.groups["ns/g"] = make_pod_group("g", min_member=2, topology_key=DK, timeout=60)
+    g = members(h, "g", 2)
+    solo = h.add_pod(make_pod("solo", requests={"nvidia.com/gpu": "1"}))
+    schedule(p, h, g[0])
+    pin = p.gangs.pins.get(g[0].gang_key)
+    assert pin is not None and pin.holding
+    assert p.filter(CycleState(), solo, h.nodes["a1"]) is not None  # held
+    p.gangs.expire_holds()  # not yet due
+    assert pin.holding
+    pin.hold_until = 1.0  # long past (monotonic seconds)
+    p.gangs.expire_holds()
+    assert not pin.holding and pin.remaining == 1  # the gate still counts the missing member
+    assert p.filter(CycleState(), solo, h.nodes["a1"]) is None  # usable by others now
+    assert h.events and h.events[-1][:3] == ("g", "Warning", "HoldReleased")
+    # the gang keeps trying, but a new pin made after its timeout holds nothing
+    p.gangs.release(g[0].gang_key, pin.owner, 0, None, mark_failed=False)
+    p.gangs.forming_since[g[0].gang_key] -= 61
+    schedule(p, h, g[1])
+    again = p.gangs.pins.get(g[0].gang_key)
+    assert again is not None and not again.holding
+    assert p.filter(CycleState(), solo, h.nodes["a1"]) is None
+
+
+def test_pod_group_events_tell_pinned_bound_and_released() -> None:
+    h = FakeHandle()
+    domains(h, {"a": 2, "b": 3})
+    p, _ = plugin(h)
+    h.groups["ns/g"] = make_pod_group("g", min_member=2, topology_key=DK)
+    g = members(h, "g", 2)
+    _, s, st = prefilter(p, h, g[0])
+    assert s is None
+    reasons = [e[2] for e in h.events]
+    assert reasons == ["Pinned"] and "pinned to topology.ome.io/domain=a" in h.events[0][3]
+    p.post_filter(st, g[0], NodeToStatus())
+    assert h.events[-1][2] == "HoldReleased" and "member ns/g-0 fit no node of the domain" in h.events[-1][3]
