@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Build (once) the real Kubernetes parts the end-to-end tests and the demo run:
 #   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl  (k8s.io/kubernetes v1.35.4)
-#   etcd (go.etcd.io/etcd/server/v3), kwok (sigs.k8s.io/kwok), helm (helm.sh/helm/v3),
+#   etcd (go.etcd.io/etcd/server/v3), kwok (sigs.k8s.io/kwok), helm (helm.sh/helm/v3)
+#   the job operators whose PodGroups e2e/test_operators.py schedules: mpi-operator
+#   (github.com/kubeflow/mpi-operator) and the training-operator (github.com/kubeflow/training-operator)
 #   prometheus (github.com/prometheus/prometheus/cmd/prometheus, without service discovery
 #   plugins and web UI assets: the dashboard test scrapes a static target through the HTTP API)
 # from the wrapper modules under e2e/tools/, whose go.mod and go.sum are committed.
@@ -39,6 +41,8 @@ PROM_VERSION="3.$((PROM_MINOR - 300)).$(echo "$PROM_MODULE" | sed -E 's/^v0\.[0-
 ld_prom="-s -w -X github.com/prometheus/common/version.Version=$PROM_VERSION -X github.com/prometheus/common/version.Branch=HEAD"
 KWOK_VERSION=$(awk '$1=="sigs.k8s.io/kwok"{print $2}' "$here/tools/kwok/go.mod")
 ld_kwok="-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
+MPI_VERSION=$(awk '$1=="github.com/kubeflow/mpi-operator"{print $2}' "$here/tools/mpi-operator/go.mod")
+ld_mpi="-s -w -X github.com/kubeflow/mpi-operator/pkg/version.Version=$MPI_VERSION"
 
 # The go command names a binary after its package path's last element, skipping a /vN suffix.
 binname() { local b; b=$(basename "$1"); [[ $b =~ ^v[0-9]+$ ]] && b=$(basename "$(dirname "$1")"); echo "$b"; }
@@ -77,6 +81,8 @@ build k8s "$ld_k8s" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/k
   k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl
 build kwok "$ld_kwok" sigs.k8s.io/kwok/cmd/kwok
 build helm "$ld_helm" helm.sh/helm/v3/cmd/helm
+build mpi-operator "$ld_mpi" github.com/kubeflow/mpi-operator/cmd/mpi-operator
+build training-operator "-s -w" github.com/kubeflow/training-operator/cmd/training-operator.v1
 TAGS=remove_all_sd build prometheus "$ld_prom" github.com/prometheus/prometheus/cmd/prometheus
 
 "$cache/current/kube-apiserver" --version >&2

@@ -495,10 +495,26 @@ class Cluster:
         return self.kubectl(*args, input=yaml_text).stdout
 
     def install_crd(self, path: Path = CRD_FILE, name: str = CRD_NAME, timeout: float = 30.0) -> None:
-        """Apply a CRD file (server-side) and wait ≤ ``timeout`` seconds for it to be Established."""
+        """Apply a CRD file (server-side) and wait ≤ ``timeout`` seconds for it to be Established.
+
+        Polls the CRD's conditions itself: ``kubectl wait`` fails at once ("status.conditions
+        accessor error") when it reads the CRD before the API server has written any condition.
+        Raises ComponentStartError (naming kube-apiserver) on timeout.
+        """
         self.apply(path.read_text(), server_side=True)
-        self.kubectl(
-            "wait", "--for=condition=Established", f"crd/{name}", f"--timeout={int(timeout)}s", timeout=timeout + 10
+
+        def established() -> bool:
+            crd = self.api_json(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+            conds = crd.get("status", {}).get("conditions") or []
+            return any(c.get("type") == "Established" and c.get("status") == "True" for c in conds)
+
+        wait_until(
+            f"CRD {name} Established",
+            established,
+            timeout,
+            component="kube-apiserver",
+            log_file=self.log_dir / "kube-apiserver.log",
+            interval=0.2,
         )
         self._log(f"CRD {name} Established")
 

@@ -6,8 +6,9 @@ running. Otherwise the fixture starts one and stops it at the end, keeping ``log
 failed.
 
 Per module: ``scheduler`` runs one ome-scheduler with ``scheduler_config`` (the chart's defaults;
-a module overrides that fixture to change it). Per test: ``ns`` is a namespace of its own; in a
-module marked ``pytest.mark.invariants_after_test`` the shared invariants (``assert_invariants``)
+a module overrides that fixture to change it); ``mpi_operator`` and ``training_operator`` run a
+job operator that creates PodGroups for ``ome-scheduler`` (``e2e/operators.py``). Per test:
+``ns`` is a namespace of its own; in a module marked ``pytest.mark.invariants_after_test`` the shared invariants (``assert_invariants``)
 are checked on it after the test, before it is deleted.
 """
 
@@ -21,6 +22,7 @@ import pytest
 from e2e.cluster import Cluster
 from e2e.helpers import Api, SchedulerProcess, assert_invariants, failed_attempts_by_gang, worst_attempt_window
 from e2e.manifests import chart_config, unique
+from e2e.operators import MPIOperator, TrainingOperator
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -92,6 +94,20 @@ def no_livelock(request: pytest.FixtureRequest) -> Iterator[None]:
     worst = {g: worst_attempt_window(ts, LIVELOCK_WINDOW) for g, ts in attempts.items()}
     over = {g: n for g, n in worst.items() if n > LIVELOCK_LIMIT}
     assert not over, f"failed scheduling attempts per {LIVELOCK_WINDOW:g} s above {LIVELOCK_LIMIT}: {over}"
+
+
+@pytest.fixture(scope="module")
+def mpi_operator(cluster: Cluster) -> Iterator[MPIOperator]:
+    """mpi-operator (MPIJob CRD installed) with ``--gang-scheduling=ome-scheduler``, stopped after the module."""
+    with MPIOperator(cluster) as op:
+        yield op
+
+
+@pytest.fixture(scope="module")
+def training_operator(cluster: Cluster) -> Iterator[TrainingOperator]:
+    """The training-operator for PyTorchJobs (CRD installed) with ``--gang-scheduler-name=ome-scheduler``."""
+    with TrainingOperator(cluster) as op:
+        yield op
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """Manifests for end-to-end tests: Nodes, Pods and PodGroups, and scheduler configurations.
 
 Plain dicts as the API server takes them (``apiVersion``, ``kind``, ``metadata``, ``spec``,
-``status``). ``chart_config`` is the KubeSchedulerConfiguration the Helm chart renders;
+``status``), including the jobs of the job operators (``mpi_job``, ``pytorch_job``). ``chart_config`` is the KubeSchedulerConfiguration the Helm chart renders;
 ``kube_counterpart_config`` the stock kube-scheduler configured to match it. Nothing here talks to
 a cluster (``e2e/helpers.py`` does).
 """
@@ -17,6 +17,7 @@ POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 TOPOLOGY_ANNOTATION = "ome.io/topology-key"
 SCHEDULER_NAME = "ome-scheduler"
 HOSTNAME = "kubernetes.io/hostname"
+CLIQUE = "nvidia.com/gpu.clique"
 
 
 def unique(prefix: str) -> str:
@@ -143,6 +144,127 @@ def pod_group(
     if timeout is not None:
         spec["scheduleTimeoutSeconds"] = timeout
     return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": md, "spec": spec}
+
+
+HOLD_GATE = "example.com/hold"
+#: An MPIJob launcher's requests: CPU only, but more than a GPU node has left next to a worker.
+MPI_LAUNCHER_REQUESTS: dict[str, str] = {"cpu": "4"}
+#: A training replica's requests (MPIJob worker, PyTorchJob master and worker): one GPU and 6 CPUs.
+TRAINING_REQUESTS: dict[str, str] = {"cpu": "6", "nvidia.com/gpu": "1"}
+
+
+def _job_template(
+    container: str,
+    image: str,
+    requests: Mapping[str, str],
+    *,
+    command: Sequence[str] = (),
+    node_selector: Mapping[str, str] | None = None,
+    gated: bool = False,
+) -> dict[str, Any]:
+    """A job operator's replica pod template: one container with equal requests and limits."""
+    c: dict[str, Any] = {
+        "name": container,
+        "image": image,
+        "resources": {"requests": dict(requests), "limits": dict(requests)},
+    }
+    if command:
+        c["command"] = list(command)
+    spec: dict[str, Any] = {"terminationGracePeriodSeconds": 0, "containers": [c]}
+    if node_selector:
+        spec["nodeSelector"] = dict(node_selector)
+    if gated:
+        spec["schedulingGates"] = [{"name": HOLD_GATE}]
+    return {"spec": spec}
+
+
+def _scheduling_policy(min_available: int | None, timeout: int | None) -> dict[str, Any]:
+    """``runPolicy.schedulingPolicy`` with the fields that end up in the operator's PodGroup."""
+    policy: dict[str, Any] = {}
+    if min_available is not None:
+        policy["minAvailable"] = min_available
+    if timeout is not None:
+        policy["scheduleTimeoutSeconds"] = timeout
+    return policy
+
+
+def mpi_job(
+    name: str,
+    ns: str,
+    workers: int,
+    *,
+    node_selector: Mapping[str, str] | None = None,
+    gated: bool = False,
+    min_available: int | None = None,
+    timeout: int | None = None,
+) -> dict[str, Any]:
+    """A ``kubeflow.org/v2beta1`` MPIJob (mpi-operator v0.6.0): one launcher and ``workers`` workers.
+
+    Workers request ``TRAINING_REQUESTS`` (one GPU), the launcher ``MPI_LAUNCHER_REQUESTS``: with
+    8-CPU nodes the launcher cannot share a node with a worker, so the job needs ``workers + 1``
+    nodes both physically and in OMEGangPack's room count (which sizes a node by the largest
+    member that fits it). ``gated`` puts the scheduling gate ``HOLD_GATE`` on every pod (a test
+    releases them one by one, in an order of its choosing); ``min_available`` and ``timeout`` go to ``runPolicy.schedulingPolicy`` (the PodGroup's
+    ``minMember`` and ``scheduleTimeoutSeconds``). The operator adds ``schedulerName`` and the
+    pod-group label when it runs with ``--gang-scheduling``.
+    """
+    image = "mpioperator/mpi-pi:openmpi"
+    run_policy: dict[str, Any] = {"cleanPodPolicy": "Running"}
+    if policy := _scheduling_policy(min_available, timeout):
+        run_policy["schedulingPolicy"] = policy
+    launcher = _job_template(
+        "launcher",
+        image,
+        MPI_LAUNCHER_REQUESTS,
+        command=["mpirun", "-n", str(workers), "/home/mpiuser/pi"],
+        node_selector=node_selector,
+        gated=gated,
+    )
+    worker = _job_template("worker", image, TRAINING_REQUESTS, node_selector=node_selector, gated=gated)
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "slotsPerWorker": 1,
+            "runPolicy": run_policy,
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "template": launcher},
+                "Worker": {"replicas": workers, "template": worker},
+            },
+        },
+    }
+
+
+def pytorch_job(
+    name: str,
+    ns: str,
+    workers: int,
+    *,
+    node_selector: Mapping[str, str] | None = None,
+    gated: bool = False,
+    min_available: int | None = None,
+    timeout: int | None = None,
+) -> dict[str, Any]:
+    """A ``kubeflow.org/v1`` PyTorchJob (training-operator v1): one master and ``workers`` workers.
+
+    Every replica requests ``TRAINING_REQUESTS``; the other arguments are those of :func:`mpi_job`.
+    """
+    image = "docker.io/kubeflowkatib/pytorch-mnist:v1beta1-45c5727"
+    run_policy: dict[str, Any] = {}
+    if policy := _scheduling_policy(min_available, timeout):
+        run_policy["schedulingPolicy"] = policy
+
+    def replicas(n: int) -> dict[str, Any]:
+        t = _job_template("pytorch", image, TRAINING_REQUESTS, node_selector=node_selector, gated=gated)
+        return {"replicas": n, "restartPolicy": "OnFailure", "template": t}
+
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"runPolicy": run_policy, "pytorchReplicaSpecs": {"Master": replicas(1), "Worker": replicas(workers)}},
+    }
 
 
 def kube_counterpart_config(

@@ -601,6 +601,14 @@ def test_demo_config_and_built_in_default_are_the_chart_default() -> None:
     assert DEFAULT_CONFIG == in_kube_system
 
 
+def test_operators_config_is_the_chart_with_the_clique_topology_key() -> None:
+    from e2e.helpers import chart_config
+
+    rendered = config(sched(plugin={"topologyKey": "nvidia.com/gpu.clique"}), namespace="kube-system")
+    assert yaml.safe_load((REPO / "examples" / "operators" / "config.yaml").read_text()) == rendered
+    assert rendered == chart_config(topology_key="nvidia.com/gpu.clique", leader_elect=True)
+
+
 def test_configmap_indentation_bytes() -> None:
     text = render_text(sched(percentageOfNodesToScore=50, plugin={"topologyKey": "nvidia.com/gpu.clique"}))
     assert "\n  config.yaml: |\n    apiVersion: kubescheduler.config.k8s.io/v1\n" in text
