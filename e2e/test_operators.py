@@ -13,23 +13,32 @@ so no test sees another test's (or the demo's) cliques. kwok has no kubelets: a 
 "runs", and nothing a launcher would do once its workers run happens; the tests check what the
 scheduler does: placement and binding.
 
-To hold a gang mid-formation, a test creates its job with the scheduling gate
-``example.com/hold`` on every pod, releases the workers (they wait at Permit) and releases the
-leader last. Gating only the leader would not do: the operator picks the order in which it
-creates the pods, and a gated pod created last wakes no sibling parked on "waiting for all
-PodGroup member templates" (spec gangpack.md §6.2 row 1: only a sibling's own PreFilter does,
-and a gated pod never runs it), so those siblings would wait for the queue's 5-minute flush.
+To hold a gang mid-formation, a test asks the operator for one member more than it makes
+(``minAvailable`` = pods + 1) and adds that member itself, labelled for the job's PodGroup, for
+a scheduler nobody serves (``e2e.helpers.HELD_SCHEDULER``): the operator's pods pin a clique and
+wait at Permit until :func:`e2e.helpers.release_held` hands the extra member to ome-scheduler.
+(Scheduling gates would not do: a gang holds nothing while a member it needs is gated, product
+rule 8, which one test checks.)
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from typing import Any
 
 import pytest
 
-from e2e.helpers import Api, SchedulerProcess, assert_invariants, temp_nodes, wait_bound, wait_for, wait_message
+from e2e.helpers import (
+    HELD_SCHEDULER,
+    Api,
+    SchedulerProcess,
+    assert_invariants,
+    release_held,
+    temp_nodes,
+    wait_bound,
+    wait_for,
+    wait_message,
+)
 from e2e.manifests import CLIQUE, POD_GROUP_LABEL, SCHEDULER_NAME, chart_config, node, pod, unique
 from e2e.operators import OperatorProcess
 
@@ -143,7 +152,7 @@ def test_job_lands_whole_in_one_clique_and_the_next_waits(api: Api, op: Operator
         assert_invariants(api, ns, CLIQUE)
 
 
-def test_min_member_counts_the_leader_and_no_timeout_means_the_default(api: Api, op: OperatorProcess, ns: str) -> None:
+def test_min_member_counts_the_leader_and_a_gated_leader_holds_nothing(api: Api, op: OperatorProcess, ns: str) -> None:
     key = unique("ops")
     with temp_nodes(api, cliques(key, {"a": 3, "b": 2})):
         create_job(api, op, ns, "held", 2, key, gated=True)
@@ -151,19 +160,29 @@ def test_min_member_counts_the_leader_and_no_timeout_means_the_default(api: Api,
         leader = leader_of(op, "held", pods)
         workers = [n for n in pods if n != leader]
         pg = operator_pod_group(api, ns, "held")
-        release(api, ns, workers)
         assert pg["spec"]["minMember"] == 3
-        # mpi-operator writes 0, the training-operator leaves it out: both mean "the scheduler's
-        # defaultPermitTimeoutSeconds" (600 s in the chart), not "reject at once".
+        release(api, ns, workers)
+        for w in workers:
+            wait_message(api, ns, w, f"waiting for scheduling-gated members of gang {ns}/held: {leader}", timeout=30)
+        assert not any(api.pod(ns, n)["status"].get("nominatedNodeName") for n in workers)  # nothing held
+        # mpi-operator writes scheduleTimeoutSeconds 0, the training-operator leaves it out: both
+        # mean "the scheduler's defaultPermitTimeoutSeconds" (600 s in the chart), not "reject at
+        # once"; a literal 0 s would reject every first member and the gang could never bind.
         assert pg["spec"].get("scheduleTimeoutSeconds") in (0, None)
-        wait_for("workers waiting at Permit", lambda: waiting_at_permit(api, ns, workers), timeout=30)
-        time.sleep(4)  # longer than any literal reading of a 0 s timeout
-        assert waiting_at_permit(api, ns, workers)
-        assert not any("rejected due to timeout" in m for m in api.event_notes(ns, workers[0], "FailedScheduling"))
         api.ungate(ns, leader)
         placed = wait_bound(api, ns, pods, timeout=30)
         assert clique_of(api, placed) == {f"{key}-a"}, placed
+        assert not any("rejected due to timeout" in m for m in api.event_notes(ns, workers[0], "FailedScheduling"))
         assert_invariants(api, ns, CLIQUE)
+
+
+def create_held_job(api: Api, op: OperatorProcess, ns: str, name: str, workers: int, key: str, **kw: Any) -> str:
+    """A job whose PodGroup needs one member more than the operator makes; that member, made here
+    for an unserved scheduler, holds the gang at Permit until released. Returns its name."""
+    create_job(api, op, ns, name, workers, key, min_available=workers + 2, **kw)
+    extra = pod(f"{name}-extra", ns, gang=name, gpu=1, scheduler=HELD_SCHEDULER, node_selector={SELECT: key})
+    api.create_pod(extra)
+    return str(extra["metadata"]["name"])
 
 
 def test_min_available_lowers_min_member(api: Api, op: OperatorProcess, ns: str) -> None:
@@ -185,18 +204,23 @@ def test_min_available_lowers_min_member(api: Api, op: OperatorProcess, ns: str)
 
 def test_schedule_timeout_from_the_operator(api: Api, op: OperatorProcess, ns: str) -> None:
     key = unique("ops")
-    with temp_nodes(api, cliques(key, {"a": 3})):
-        create_job(api, op, ns, "impatient", 2, key, gated=True, timeout=3)
-        pods = job_pods(api, op, ns, "impatient", 3)
-        leader = leader_of(op, "impatient", pods)
-        workers = [n for n in pods if n != leader]
+    with temp_nodes(api, cliques(key, {"a": 4})):
+        extra = create_held_job(api, op, ns, "impatient", 2, key, timeout=3)
+        pods = job_pods(api, op, ns, "impatient", 4)
+        mine = [n for n in pods if n != extra]
         assert operator_pod_group(api, ns, "impatient")["spec"]["scheduleTimeoutSeconds"] == 3
-        release(api, ns, workers)
-        for w in workers:
-            wait_message(api, ns, w, "rejected due to timeout after waiting 3s at plugin OMEGangPack", timeout=30)
+
+        # The first member to wait times out; its release rejects the other waiters of the attempt.
+        def timed_out() -> str | None:
+            notes = [m for n in mine for m in api.event_notes(ns, n, "FailedScheduling")]
+            return next(
+                (m for m in notes if "rejected due to timeout after waiting 3s at plugin OMEGangPack" in m), None
+            )
+
+        wait_for("a member rejected after its 3 s Permit wait", timed_out, timeout=30)
         assert not any(api.pod(ns, n)["spec"].get("nodeName") for n in pods)
-        api.ungate(ns, leader)
-        placed = wait_bound(api, ns, pods, timeout=30)
+        release_held(api, ns, extra)
+        placed = wait_bound(api, ns, pods, timeout=40)
         assert clique_of(api, placed) == {f"{key}-a"}, placed
         assert_invariants(api, ns, CLIQUE)
 
@@ -212,18 +236,16 @@ def test_deleting_the_job_mid_formation_releases_the_hold(
 
     # Gangs of earlier tests are collected once their namespaces are gone.
     wait_for("no pinned gangs", lambda: pinned() == 0 or None, timeout=90)
-    with temp_nodes(api, cliques(key, {"a": 3})):
-        create_job(api, op, ns, "forming", 2, key, gated=True)
-        pods = job_pods(api, op, ns, "forming", 3)
-        leader = leader_of(op, "forming", pods)
-        workers = [n for n in pods if n != leader]
-        release(api, ns, workers)
-        wait_for("workers waiting at Permit", lambda: waiting_at_permit(api, ns, workers), timeout=30)
+    with temp_nodes(api, cliques(key, {"a": 4})):
+        extra = create_held_job(api, op, ns, "forming", 2, key)
+        mine = [n for n in job_pods(api, op, ns, "forming", 4) if n != extra]
+        wait_for("the job's pods waiting at Permit", lambda: waiting_at_permit(api, ns, mine), timeout=30)
         assert pinned() == 1
         api.create_pod(pod("solo", ns, cpu="6", node_selector={CLIQUE: f"{key}-a"}))
         wait_message(api, ns, "solo", "node is reserved for a forming gang")
 
         api.delete(op.job.path(ns, "forming"))
+        api.delete_pod(ns, extra)  # made by the test, not owned by the job
         wait_for("the job's pods deleted", lambda: not api.pods(ns, f"{POD_GROUP_LABEL}=forming"), timeout=60)
         wait_for("the pin released", lambda: pinned() == 0 or None, timeout=30)
         wait_bound(api, ns, ["solo"], timeout=30)

@@ -41,7 +41,9 @@ from ome_scheduler.leader import LeaderElector
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.options import Options, apply_flags, master_error
 from ome_scheduler.scheduler import Scheduler
-from ome_scheduler.server import HealthState, Reviews, SecureApp, listen_socket, serve, server_ssl_context
+from ome_scheduler.secure_serving import raise_fd_limit
+from ome_scheduler.server import HealthState, SecureEndpoint, listen_socket
+from ome_scheduler.tls import DynamicServingCert, TLSPolicy
 
 log = logs.get_logger()
 
@@ -53,7 +55,8 @@ class InformerSpec:
     ``owner`` is the scheduler attribute holding the handlers (``handlers`` for the event
     handlers, ``volumes`` for the volume store) and ``kind`` their name part: the informer
     calls ``on_{kind}_add``, ``on_{kind}_update``, ``on_{kind}_delete`` and, if present,
-    ``on_{kind}_invalid``. An ``optional`` informer is waited for only as long as a plugin
+    ``on_{kind}_invalid`` (an object that cannot be decoded) and ``on_{kind}_error`` (a handler
+    raised while handling it). An ``optional`` informer is waited for only as long as a plugin
     asks (``Plugin.informer_sync_waits``).
     """
 
@@ -111,6 +114,7 @@ def build_informer(client: KubeClient, spec: InformerSpec, scheduler: Scheduler)
         on_update=getattr(owner, f"on_{spec.kind}_update"),
         on_delete=getattr(owner, f"on_{spec.kind}_delete"),
         on_invalid=getattr(owner, f"on_{spec.kind}_invalid", None),
+        on_error=getattr(owner, f"on_{spec.kind}_error", None),
         keep_stale=spec.keep_stale,
     )
 
@@ -123,20 +127,23 @@ class App:
         opts: Options,
         cfg: KubeSchedulerConfiguration,
         client: KubeClient,
-        listener: tuple[socket.socket, ssl.SSLContext] | None = None,
+        listener: tuple[socket.socket, DynamicServingCert] | None = None,
     ) -> None:
         self.opts = opts
         self.listener = listener
         self.cfg = cfg
         self.client = client
         self.metrics = Metrics()
+        self.health = HealthState()
+        # Reviews get a client of their own (connections, rate limit, in-flight gate), so a
+        # flood of bearer tokens never queues in front of Bindings and Lease renewals.
+        self.endpoint = SecureEndpoint(client, self.metrics, self.health, opts.authorization_always_allow_paths)
         self.recorder = Recorder(client)
         self.scheduler = Scheduler(cfg, metrics=self.metrics, binder=client, recorder=self.recorder, api_writer=client)
         if opts.pod_max_in_unschedulable_pods_duration is not None:
             self.scheduler.queue.max_in_unschedulable = opts.pod_max_in_unschedulable_pods_duration
         self.informers = {spec.name: (spec, build_informer(client, spec, self.scheduler)) for spec in INFORMERS}
         self.stop = anyio.Event()
-        self.health = HealthState()
         le = cfg.leader_election
         self.elector: LeaderElector | None = None
         if le.leader_elect:
@@ -167,11 +174,8 @@ class App:
         """Run everything until ``stop`` is set, then shut down gracefully."""
         async with anyio.create_task_group() as tg:
             if self.listener is not None:
-                sock, ssl_ctx = self.listener
-                web = SecureApp(
-                    Reviews(self.client), self.metrics.registry, self.health, self.opts.authorization_always_allow_paths
-                )
-                tg.start_soon(serve, web, sock, ssl_ctx, self.stop)
+                sock, certs = self.listener
+                tg.start_soon(self.endpoint.serve, sock, certs, self.stop)
             for _, inf in self.informers.values():
                 tg.start_soon(inf.run)
             await self._unless_stopped(self.wait_synced)
@@ -229,14 +233,18 @@ def _fail(message: str) -> int:
     return 1
 
 
-def _listener(opts: Options) -> tuple[socket.socket, ssl.SSLContext] | str:
-    """The HTTPS socket and TLS context, or why they cannot be had (naming the flags)."""
+def _listener(opts: Options) -> tuple[socket.socket, DynamicServingCert] | str:
+    """The HTTPS socket and serving certificate, or why they cannot be had (naming the flags)."""
     try:
-        ctx = server_ssl_context(opts.tls_cert_file, opts.tls_private_key_file)
+        policy = TLSPolicy.from_flags(opts.tls_min_version, opts.tls_cipher_suites)
+    except ValueError as exc:
+        return str(exc)
+    try:
+        certs = DynamicServingCert(opts.tls_cert_file, opts.tls_private_key_file, policy)
     except (ValueError, OSError, ssl.SSLError) as exc:
         return f"invalid serving certificate (--tls-cert-file, --tls-private-key-file): {exc}"
     try:
-        return listen_socket(opts.bind_address, opts.secure_port), ctx
+        return listen_socket(opts.bind_address, opts.secure_port), certs
     except OSError as exc:
         reason = exc.strerror or str(exc)
         return f"cannot listen on {opts.bind_address}:{opts.secure_port} (--bind-address, --secure-port): {reason}"
@@ -256,8 +264,11 @@ async def amain(opts: Options) -> int:
         return _fail(f"invalid configuration: {exc}")
     if opts.master and (err := master_error(opts.master)) is not None:
         return _fail(err)
-    listener: tuple[socket.socket, ssl.SSLContext] | None = None
+    listener: tuple[socket.socket, DynamicServingCert] | None = None
     if opts.secure_port:
+        # Go raises the soft descriptor limit to the hard one at start-up; the endpoint's
+        # connection cap is then sized below it.
+        raise_fd_limit()
         got = _listener(opts)
         if isinstance(got, str):
             return _fail(got)
@@ -284,6 +295,7 @@ async def amain(opts: Options) -> int:
             tg.cancel_scope.cancel()
     finally:
         await client.close()
+        await app.endpoint.close()
     log.info("ome-scheduler stopped", v=0)
     return 0
 

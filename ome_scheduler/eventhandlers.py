@@ -12,8 +12,17 @@ Mirrors ``pkg/scheduler/eventhandlers.go`` (v1.35.4):
 * PodGroups go into the pod-group state; the queue sees the change first, then the
   plugins that subscribed to PodGroup changes.
 
-Objects that cannot be decoded reach ``on_*_invalid``: the object is reported (a pod of
-ours gets a ``FailedScheduling`` event) and the scheduler goes on with the others.
+Bad input is contained to its object, and reported here, in one place:
+
+* an object that cannot be decoded reaches ``on_*_invalid``;
+* an exception raised while handling one object (a quantity, a selector, an affinity term,
+  a bug) is caught by the informer (``kube/informer.py``), logged once with the object's key,
+  and reaches ``on_*_error``.
+
+Either way a pod of ours gets a ``FailedScheduling`` event (and ``PodScheduled=False``,
+reason ``SchedulerError``) saying why, a node or PodGroup gets a ``Warning`` event with
+reason ``FailedProcessing``, a pod of another scheduler is only logged, and the scheduler
+goes on with everyone else.
 """
 
 from __future__ import annotations
@@ -43,9 +52,15 @@ from ome_scheduler.framework.events import (
 from ome_scheduler.framework.interface import EventRecorder
 from ome_scheduler.framework.types import PodInfo, PodKey, pod_key
 from ome_scheduler.framework.waiting_pods import WaitingPod
+from ome_scheduler.logs import get_logger
 
 _POD_HEAD = msgspec.json.Decoder(PodHead)
 _META = msgspec.json.Decoder(MetaOnly)
+
+log = get_logger()
+
+FAILED_PROCESSING = "FailedProcessing"
+"""The reason of the Warning event on a node or PodGroup the scheduler cannot use."""
 
 EVENT_POD_GROUP_ADD = ClusterEvent(POD_GROUP, ActionType.ADD)
 EVENT_POD_GROUP_UPDATE = ClusterEvent(POD_GROUP, ActionType.UPDATE)
@@ -59,7 +74,8 @@ class EventHandlers:
     Every handler runs synchronously on the event loop, between scheduling cycles, so a cycle
     never sees a half-applied event. ``pods`` and ``namespaces`` are the scheduler's listers
     (written here, read by the cycles and the Handle); ``profiles`` the scheduler names this
-    process serves; ``waiting_pod`` finds a pod's Permit wait.
+    process serves; ``waiting_pod`` finds a pod's Permit wait; ``component`` is the reporting
+    controller of events about nodes and PodGroups (they belong to no profile).
     """
 
     cache: SchedulerCache
@@ -72,6 +88,7 @@ class EventHandlers:
     waiting_pod: Callable[[PodKey], WaitingPod | None]
     node_listeners: list[Callable[[Node | None, Node | None], None]] = field(default_factory=list)
     """Plugins' node subscriptions (``Handle.subscribe_node_changes``), told after the queue."""
+    component: str = "ome-scheduler"
 
     def _responsible(self, pod: Pod) -> bool:
         """``responsibleForPod``: the pod names one of our profiles."""
@@ -143,17 +160,46 @@ class EventHandlers:
             head = _POD_HEAD.decode(raw)
         except (msgspec.DecodeError, msgspec.ValidationError):
             return  # not even its name and scheduler are readable
-        if self.recorder is None or head.spec.node_name or head.spec.scheduler_name not in self.profiles:
+        if head.spec.node_name or head.spec.scheduler_name not in self.profiles:
             return
         md = head.metadata
+        note = f"pod {md.namespace}/{md.name} cannot be read: {error}"
+        # No PodScheduled patch: the pod's status is unreadable too, so the patch could not tell
+        # it is already set, and each patch would come back as another unreadable update.
+        self._pod_failed(Pod(metadata=md), head.spec.scheduler_name, note, condition=False)
+
+    def on_pod_error(self, pod: Pod, error: str) -> None:
+        """Handling ``pod`` raised (the informer logged it): a pod of ours that is not bound is
+        not scheduled and says why; the cache keeps whatever it knew before."""
+        md = pod.metadata
+        key = pod_key(md)
+        if pod.spec.node_name or not self._responsible(pod) or self.cache.is_assumed(key):
+            return  # bound, another scheduler's, or in its binding cycle (which owns it until bound)
+        self.queue.delete(key)  # an older version may still wait there
+        self._pod_failed(pod, pod.spec.scheduler_name, f"pod {md.namespace}/{md.name} cannot be scheduled: {error}")
+
+    def _pod_failed(self, pod: Pod, profile: str, note: str, *, condition: bool = True) -> None:
+        """``FailedScheduling`` and (``condition``) ``PodScheduled=False`` with reason
+        ``SchedulerError`` on a pod of ours."""
+        if self.recorder is None:
+            return
         self.recorder.event(
-            Pod(metadata=md),
-            controller=head.spec.scheduler_name,
-            type_="Warning",
-            reason="FailedScheduling",
-            action="Scheduling",
-            note=f"pod {md.namespace}/{md.name} cannot be read: {error}",
+            pod, controller=profile, type_="Warning", reason="FailedScheduling", action="Scheduling", note=note
         )
+        if condition:
+            self.recorder.pod_scheduled_false(pod, "SchedulerError", note, clear_nominated=False)
+
+    def _warn(self, regarding: Node | PodGroup, note: str) -> None:
+        """A Warning event (reason ``FailedProcessing``) on a node or PodGroup the scheduler cannot use."""
+        if self.recorder is not None:
+            self.recorder.event(
+                regarding,
+                controller=self.component,
+                type_="Warning",
+                reason=FAILED_PROCESSING,
+                action="Processing",
+                note=note,
+            )
 
     # ---- nodes -------------------------------------------------------------------------
 
@@ -180,6 +226,19 @@ class EventHandlers:
         for listener in self.node_listeners:
             listener(old, new)
 
+    def on_node_invalid(self, raw: bytes, error: str) -> None:
+        """A node that cannot be read: no pod is placed on it, and it says why."""
+        try:
+            md = _META.decode(raw).metadata
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return
+        self._warn(Node(metadata=md), f"node {md.name} cannot be read, no pod will be scheduled to it: {error}")
+
+    def on_node_error(self, node: Node, error: str) -> None:
+        """Handling ``node`` raised (the informer logged it): the cache keeps its previous
+        version, if any, and the node says why."""
+        self._warn(node, f"node {node.metadata.name} cannot be used for scheduling: {error}")
+
     # ---- PodGroups -----------------------------------------------------------------------
 
     def on_pod_group_add(self, pg: PodGroup) -> None:
@@ -204,9 +263,15 @@ class EventHandlers:
         except (msgspec.DecodeError, msgspec.ValidationError):
             return
         self.pod_groups.set_invalid(md.namespace, md.name, error)
+        self._warn(PodGroup(metadata=md), f"PodGroup {md.namespace}/{md.name} cannot be read: {error}")
         # Wake its members (the queueing hint matches the event object's namespace and name) so
         # their next FailedScheduling says why; the unreadable spec stays out of every cache.
         self.queue.move_all_to_active_or_backoff(EVENT_POD_GROUP_UPDATE, None, PodGroup(metadata=md))
+
+    def on_pod_group_error(self, pg: PodGroup, error: str) -> None:
+        """Handling ``pg`` raised (the informer logged it): the PodGroup says why."""
+        md = pg.metadata
+        self._warn(pg, f"PodGroup {md.namespace}/{md.name} cannot be used for scheduling: {error}")
 
     def _pod_group_event(self, ev: ClusterEvent, old: PodGroup | None, new: PodGroup | None) -> None:
         self.queue.move_all_to_active_or_backoff(ev, old, new)

@@ -193,6 +193,44 @@ class Metrics:
             ["topology_key", "domain"],
             "ALPHA",
         )
+        # The HTTPS endpoint: kube's names from k8s.io/apiserver (secure_serving.go,
+        # authenticatorfactory and authorizerfactory metrics), then ours.
+        self.tls_handshake_errors = counter(
+            "apiserver_tls_handshake_errors",
+            "Number of requests dropped with 'TLS handshake error from' error",
+            [],
+            "ALPHA",
+        )
+        self.delegated_authn_requests = counter(
+            "apiserver_delegated_authn_request",
+            "Number of HTTP requests partitioned by status code.",
+            ["code"],
+            "ALPHA",
+        )
+        self.delegated_authz_requests = counter(
+            "apiserver_delegated_authz_request",
+            "Number of HTTP requests partitioned by status code.",
+            ["code"],
+            "ALPHA",
+        )
+        self.serving_connections = gauge(
+            o + "secure_serving_connections", "Open connections to the HTTPS endpoint.", [], "ALPHA"
+        )
+        self.serving_closed_connections = counter(
+            o + "secure_serving_closed_connections",
+            "Connections the HTTPS endpoint closed, by reason (evicted, refused, handshake_timeout, read_timeout, "
+            "idle_timeout, response_timeout, handshake_error, header_too_large, body_too_large, bad_request, "
+            "pipelined_too_much).",
+            ["reason"],
+            "ALPHA",
+        )
+        self.review_throttled = counter(
+            o + "review_throttled",
+            "TokenReviews and SubjectAccessReviews not sent because the review rate limit was spent "
+            "(the request was answered 429), by review (tokenreview, subjectaccessreview).",
+            ["review"],
+            "ALPHA",
+        )
         # Pre-create the known label values so each series is exported as 0 from the start:
         # rate() and absence alerts then work before the first matching event.
         for result in ("pinned", "no_fit", "reserved", "adopted", "stale_replan", "topology_replan"):
@@ -203,3 +241,5 @@ class Metrics:
             self.gang_activation.labels(trigger)
         for queue in ("active", "backoff", "unschedulable", "gated"):
             self.pending_pods.labels(queue)
+        for review in ("tokenreview", "subjectaccessreview"):
+            self.review_throttled.labels(review)

@@ -78,6 +78,14 @@ class Options(BaseSettings):
         default=None, description="x509 certificate for HTTPS (default: self-signed, in memory)."
     )
     tls_private_key_file: str | None = Field(default=None, description="x509 private key matching --tls-cert-file.")
+    tls_min_version: str | None = Field(
+        default=None, description="Minimum TLS version served: VersionTLS12 (default) or VersionTLS13."
+    )
+    tls_cipher_suites: list[str] | None = Field(
+        default=None,
+        description="TLS 1.2 cipher suites served, comma-separated IANA names (default: the six ECDHE AEAD suites; "
+        "only those are accepted). TLS 1.3 suites are always the three AEAD ones.",
+    )
     authorization_always_allow_paths: list[str] = Field(
         default=["/healthz", "/readyz", "/livez"], description="Paths served without authorization."
     )

@@ -13,6 +13,10 @@ Mirrors ``pkg/scheduler/schedule_one.go`` (v1.35.4):
   FitError text, sets ``PodScheduled=False`` (reason ``Unschedulable`` or ``SchedulerError``)
   and requeues the pod; :meth:`ScheduleOne.handle_binding_cycle_error` first un-reserves the
   pod and forgets its assumption.
+* :meth:`ScheduleOne.handle_cycle_exception`: a scheduling cycle that raised (a bug, or an
+  input no plugin guarded against) costs this pod's attempt only: whatever it reserved is
+  released, and it fails like an Error status (``Error scheduling pod; retrying``, a
+  ``FailedScheduling`` event, a retry after backoff).
 """
 
 from __future__ import annotations
@@ -82,7 +86,11 @@ class ScheduleOne:
         start = time.perf_counter()
         state = CycleState()
         state.record_plugin_metrics = random.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT
-        placed = self.scheduling_cycle(fw, state, q, start)
+        try:
+            placed = self.scheduling_cycle(fw, state, q, start)
+        except Exception as exc:
+            self.handle_cycle_exception(fw, state, q, start, exc)
+            return
         if placed is None:
             return
         assumed, host = placed
@@ -177,6 +185,21 @@ class ScheduleOne:
         except Exception as exc:
             log.error("binding cycle failed", pod=assumed.key, error=repr(exc))
             self.handle_binding_cycle_error(fw, state, q, assumed, host, start, Status.as_error(exc), None)
+
+    def handle_cycle_exception(
+        self, fw: Framework, state: CycleState, q: QueuedPodInfo, start: float, exc: Exception
+    ) -> None:
+        """The scheduling cycle raised: release what it reserved, then fail the pod with an Error
+        status (``FailedScheduling``, ``PodScheduled=False`` reason ``SchedulerError``, requeued
+        with backoff), as upstream does for an error returned by the cycle."""
+        pi = q.pod_info
+        log.error("Error scheduling pod; retrying", pod=pi.key, err=repr(exc), exc_info=exc)
+        node = self.cache.assumed_node(pi.pod_key)
+        if node is not None and fw.waiting_pods.get(pi.pod_key) is None:
+            assumed = pi.with_node(node)
+            fw.run_unreserve(state, assumed, node)
+            self.cache.forget_pod(pi.pod_key)
+        self.handle_scheduling_failure(fw, q, Status.as_error(exc), start)
 
     def _observe_scheduled(self, fw: Framework, q: QueuedPodInfo, elapsed: float) -> None:
         m = self.metrics

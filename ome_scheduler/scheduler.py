@@ -55,7 +55,7 @@ class DiscardRecorder:
     """An :class:`EventRecorder` that writes nothing (configuration checks, offline runs)."""
 
     def event(
-        self, obj: Pod | Node | PodGroup, *, controller: str, type_: str, reason: str, action: str, note: str
+        self, regarding: Pod | Node | PodGroup, *, controller: str, type_: str, reason: str, action: str, note: str
     ) -> None:
         """Drop the event."""
 
@@ -132,6 +132,7 @@ class Scheduler:
             recorder=recorder,
             waiting_pod=self.get_waiting_pod,
             node_listeners=self._node_listeners,
+            component=cfg.profiles[0].scheduler_name if cfg.profiles else "ome-scheduler",
         )
         self.cycles = ScheduleOne(
             cache=self.cache,
@@ -250,11 +251,18 @@ class Scheduler:
             await asyncio.sleep(0)
 
     def schedule_one(self, q: QueuedPodInfo) -> None:
-        """One scheduling cycle; a bug in it costs this pod's attempt, never the loop."""
+        """One scheduling cycle; a bug in it costs this pod's attempt, never the loop.
+
+        The cycle itself turns an exception into a failed attempt with an event and a retry
+        (:meth:`ScheduleOne.handle_cycle_exception`); this is the last resort for one raised
+        while handling that failure: the pod leaves the queue until its next update.
+        """
         try:
             self.cycles.schedule_one(q)
         except Exception as exc:
-            log.error("unexpected error scheduling pod", pod=q.pod_info.key, error=repr(exc))
+            log.error(
+                "Error scheduling pod; dropping it until it changes", pod=q.pod_info.key, err=repr(exc), exc_info=exc
+            )
             self.queue.done(q.pod_info.pod_key)
 
     def background_tasks(self) -> list[BackgroundTask]:

@@ -12,13 +12,17 @@ and error decoding) runs for real:
   ``allowed`` (``(user, path, verb)``);
 * ``events.k8s.io/v1`` events: POST (409 when the name exists) and JSON merge PATCH (404 when
   missing);
-* pod status PATCHes: recorded, answered ``{}``;
+* pod status PATCHes: recorded, answered ``{}``; pod Binding POSTs: answered 201 ``Success``;
 * collections put in ``lists`` (path -> objects): paged GETs honouring ``limit`` and
   ``continue`` (the token is the next offset), every page with ``metadata.resourceVersion``.
 
-Every request is appended to ``requests`` in arrival order. ``fail()`` queues error answers,
+Every request is appended to ``requests`` in arrival order (with its monotonic arrival time). ``fail()`` queues error answers,
 ``hold()`` parks matching requests until released, ``after_get`` runs once after a GET is
 answered (to play a concurrent writer). Use it as ``async with FakeApiServer() as api:``; its clients are closed on exit.
+
+``python -m tests.apiserver`` runs one as a process of its own (for load tests): it prints its
+URL, serves until stdin closes, then prints every request as JSON lines
+(``[method, path, arrival]``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ import asyncio
 import itertools
 import json
 import re
+import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +58,7 @@ class Request:
     body: Any
     authorization: str
     query: dict[str, str] = field(default_factory=dict)
+    at: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -242,9 +249,10 @@ class FakeApiServer:
         return status(404, "NotFound", f"the server could not find the requested resource ({req.path})")
 
     def _binding(self, req: Request, ns: str, name: str) -> web.Response:
+        ok = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
         pod = self.pods.get(f"{ns}/{name}")
-        if pod is None:
-            return status(404, "NotFound", f'pods "{name}" not found')
+        if pod is None:  # pods the test did not register: every Binding succeeds
+            return web.json_response(ok, status=201)
         node = pod["spec"].get("nodeName")
         if node:
             return status(
@@ -257,7 +265,7 @@ class FakeApiServer:
         if self.lose_binding_responses > 0:
             self.lose_binding_responses -= 1
             return status(500, "InternalError", "response lost")
-        return web.json_response({"kind": "Status", "status": "Success"}, status=201)
+        return web.json_response(ok, status=201)
 
     def _lease(self, req: Request, ns: str, name: str | None) -> web.Response:
         if name is None:
@@ -311,3 +319,17 @@ def _user_metadata(body: dict[str, Any]) -> dict[str, Any]:
     """The metadata a write may set (the server owns name, namespace, uid and resourceVersion)."""
     md = body.get("metadata", {})
     return {k: v for k, v in md.items() if k not in ("name", "namespace", "uid", "resourceVersion")}
+
+
+async def _main() -> None:
+    async with FakeApiServer() as api:
+        print(api.url, flush=True)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, sys.stdin.read)  # until the parent closes our stdin
+        for r in api.requests:
+            sys.stdout.write(json.dumps([r.method, r.path, r.at]) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    asyncio.run(_main())

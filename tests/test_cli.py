@@ -162,6 +162,11 @@ def test_missing_credentials_is_a_clear_error(tmp_path: Path) -> None:
         (["--tls-cert-file=/nonexistent.pem", "--tls-private-key-file=/nonexistent.key"], "/nonexistent.pem"),
         (["--tls-cert-file=/etc/hostname"], "must be given together"),
         (["--tls-cert-file=/etc/hostname", "--tls-private-key-file=/etc/hostname"], "not a PEM certificate"),
+        (["--tls-min-version=VersionTLS10"], '"--tls-min-version" flag: TLS 1.0 and 1.1 are not served'),
+        (
+            ["--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA"],
+            'invalid argument "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA" for "--tls-cipher-suites" flag',
+        ),
         (["--leader-elect-lease-duration=-5s"], '"--leader-elect-lease-duration" flag: must be greater than zero'),
         (["--leader-elect-renew-deadline=20s"], "leaseDuration must be greater than renewDeadline"),
         (["--leader-elect-resource-lock=endpoints"], '"--leader-elect-resource-lock" flag: supported values'),
@@ -207,3 +212,14 @@ def test_builtin_default_config_builds() -> None:
                 "profiles": [{"schedulerName": ""}],
             }
         )
+
+
+def test_tls_flags_take_kube_style_values() -> None:
+    o = parse(
+        [
+            "--tls-min-version=VersionTLS13",
+            "--tls-cipher-suites=TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_AES_128_GCM_SHA256",
+        ]
+    )
+    assert o.tls_min_version == "VersionTLS13"
+    assert o.tls_cipher_suites == ["TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "TLS_AES_128_GCM_SHA256"]

@@ -1,15 +1,19 @@
-"""The HTTPS app (SecureApp + Reviews + HealthState), served over TLS by hypercorn on a random
-port, with a real HTTP server playing kube-apiserver for TokenReview and SubjectAccessReview.
+"""The HTTPS app (SecureApp + Reviews + HealthState), served over TLS on a random port, with a
+real HTTP server playing kube-apiserver for TokenReview and SubjectAccessReview.
 
 The contract is kube-scheduler's delegated authn/authz (``k8s.io/apiserver``): no token is
 ``system:anonymous``; a token the API server does not accept is 401 on every path; a denied
 SubjectAccessReview is 403; the always-allow paths skip authorization; ``system:masters``
-skips it too; both reviews are cached.
+skips it too; both reviews are cached, failures included. Beyond kube: concurrent requests
+with one token share one review, reviews that would have to be sent beyond the per-client
+and per-process limits are answered 429 instead, and the reviews go through a client of their
+own, so parked reviews never hold up the scheduler's Bindings.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -18,9 +22,12 @@ from typing import Any
 import aiohttp
 import pytest
 
-from ome_scheduler import server
+from ome_scheduler import delegated_auth
+from ome_scheduler.delegated_auth import ReviewLimits
+from ome_scheduler.kube.client import KubeClient
 from ome_scheduler.metrics import Metrics
-from ome_scheduler.server import HealthState, Reviews, SecureApp, listen_socket, serve, server_ssl_context
+from ome_scheduler.server import HealthState, SecureEndpoint, listen_socket
+from ome_scheduler.tls import DynamicServingCert
 from tests.apiserver import FakeApiServer
 
 TOKENREVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
@@ -35,29 +42,42 @@ class Served:
     health: HealthState
     session: aiohttp.ClientSession
     base: str
+    endpoint: SecureEndpoint
+    main: KubeClient
+    """The scheduler's own client, the one ``endpoint`` derived its reviews' client from."""
 
-    async def get(self, path: str, token: str | None = None, **headers: str) -> tuple[int, str, bytes]:
+    async def get(
+        self, path: str, token: str | None = None, source: str | None = None, **headers: str
+    ) -> tuple[int, str, bytes]:
+        """GET ``path`` (from the loopback address ``source``, on a new connection, if given)."""
         h = dict(headers)
         if token is not None:
             h["Authorization"] = f"Bearer {token}"
-        async with self.session.get(self.base + path, headers=h) as r:
+        if source is None:
+            async with self.session.get(self.base + path, headers=h) as r:
+                return r.status, r.headers.get("Content-Type", ""), await r.read()
+        conn = aiohttp.TCPConnector(ssl=False, local_addr=(source, 0))
+        async with aiohttp.ClientSession(connector=conn) as session, session.get(self.base + path, headers=h) as r:
             return r.status, r.headers.get("Content-Type", ""), await r.read()
 
 
 @asynccontextmanager
-async def secure_app(always_allow: Sequence[str] = ALWAYS_ALLOW) -> AsyncIterator[Served]:
+async def secure_app(
+    always_allow: Sequence[str] = ALWAYS_ALLOW, review_limits: ReviewLimits | None = None
+) -> AsyncIterator[Served]:
     async with FakeApiServer() as api:
         api.users["alice-token"] = ALICE
         api.users["bob-token"] = {"username": "bob", "groups": ["system:authenticated"]}
         api.users["root-token"] = {"username": "root", "groups": ["system:masters", "system:authenticated"]}
         api.allowed.add(("alice", "/metrics", "get"))
         health = HealthState()
-        app = SecureApp(Reviews(api.client()), Metrics().registry, health, always_allow)
+        main = api.client(qps=50, burst=100)
+        endpoint = SecureEndpoint(main, Metrics(), health, always_allow, review_limits)
         sock = listen_socket("127.0.0.1", 0)
         port = sock.getsockname()[1]
         stop = asyncio.Event()
-        task = asyncio.create_task(serve(app, sock, server_ssl_context(None, None), stop))
-        for _ in range(250):  # until hypercorn listens on the bound socket
+        task = asyncio.create_task(endpoint.serve(sock, DynamicServingCert(None, None), stop))
+        for _ in range(250):  # until the server listens on the bound socket
             try:
                 _, w = await asyncio.open_connection("127.0.0.1", port)
                 w.close()
@@ -65,12 +85,13 @@ async def secure_app(always_allow: Sequence[str] = ALWAYS_ALLOW) -> AsyncIterato
             except ConnectionRefusedError:
                 await asyncio.sleep(0.02)
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=False)) as session:
-            served = Served(api, health, session, f"https://127.0.0.1:{port}")
+            served = Served(api, health, session, f"https://127.0.0.1:{port}", endpoint, main)
             try:
                 yield served
             finally:
                 stop.set()
                 await asyncio.wait_for(task, 10)
+                await endpoint.close()
 
 
 def run(main: Callable[[Served], Awaitable[None]], **kw: Any) -> None:
@@ -266,7 +287,7 @@ def test_review_server_errors_are_retried_once() -> None:
 
 
 def test_reviews_expire_after_the_cache_ttl(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(server, "CACHE_TTL", 0.2)
+    monkeypatch.setattr(delegated_auth, "CACHE_TTL", 0.2)
 
     async def main(s: Served) -> None:
         assert (await s.get("/metrics", token="alice-token"))[0] == 200
@@ -288,5 +309,85 @@ def test_plain_http_is_not_answered() -> None:
             async with s.session.get(plain + "/healthz") as r:
                 await r.read()
         assert (await s.get("/healthz"))[0] == 200  # TLS still served
+
+    run(main)
+
+
+def test_concurrent_requests_with_one_token_share_one_review() -> None:
+    async def main(s: Served) -> None:
+        held = s.api.hold("POST", TOKENREVIEWS)
+        requests = [asyncio.create_task(s.get("/metrics", token="garbage")) for _ in range(10)]
+        await asyncio.wait_for(held.arrived.wait(), 5)
+        await asyncio.sleep(0.2)  # every request is in by now, waiting on the one review
+        held.release.set()
+        assert [r[0] for r in await asyncio.gather(*requests)] == [401] * 10
+        assert len(s.api.sent("POST", TOKENREVIEWS)) == 1
+
+    run(main)
+
+
+def test_reviews_beyond_a_clients_budget_are_429_and_never_sent() -> None:
+    async def main(s: Served) -> None:
+        assert (await s.get("/metrics", token="t1"))[0] == 401
+        assert (await s.get("/metrics", token="t2"))[0] == 401
+        async with s.session.get(s.base + "/metrics", headers={"Authorization": "Bearer t3"}) as r:
+            assert (r.status, r.headers["Retry-After"], r.headers["Content-Type"]) == (429, "1", "application/json")
+            body = await r.json()
+        assert (body["reason"], body["code"], body["details"]) == ("TooManyRequests", 429, {"retryAfterSeconds": 1})
+        assert len(s.api.sent("POST", TOKENREVIEWS)) == 2
+        # A cached answer costs nothing, and another client has a budget of its own.
+        assert (await s.get("/metrics", token="t1"))[0] == 401
+        assert (await s.get("/metrics", token="t3", source="127.0.0.2"))[0] == 401
+        assert len(s.api.sent("POST", TOKENREVIEWS)) == 3
+        assert s.endpoint.reviews.throttled == {"tokenreview": 1, "subjectaccessreview": 0}
+        # Health probes carry no token: never reviewed, never throttled.
+        assert (await s.get("/healthz"))[0] == 200
+
+    run(main, review_limits=ReviewLimits(client_qps=0.001, client_burst=2, qps=100, burst=100))
+
+
+def test_the_process_budget_bounds_reviews_from_many_clients() -> None:
+    async def main(s: Served) -> None:
+        codes = [(await s.get("/metrics", token=f"t{i}", source=f"127.0.0.{i}"))[0] for i in range(2, 8)]
+        assert codes == [401, 401, 401, 429, 429, 429]
+        assert len(s.api.sent("POST", TOKENREVIEWS)) == 3
+        # Anonymous requests to unknown paths need SubjectAccessReviews: the same budget.
+        assert (await s.get("/anything", source="127.0.0.9"))[0] == 429
+        assert s.api.sent("POST", SARS) == []
+
+    run(main, review_limits=ReviewLimits(qps=0.001, burst=3, client_qps=100, client_burst=100))
+
+
+def test_a_flood_of_bad_tokens_does_not_evict_good_answers() -> None:
+    async def main(s: Served) -> None:
+        assert (await s.get("/metrics", token="alice-token"))[0] == 200
+        for i in range(20):
+            assert (await s.get("/metrics", token=f"random-{i}"))[0] == 401
+        assert len(s.api.sent("POST", TOKENREVIEWS)) == 21
+        assert (await s.get("/metrics", token="alice-token"))[0] == 200
+        assert len(s.api.sent("POST", TOKENREVIEWS)) == 21  # alice is still cached
+        assert (await s.get("/metrics", token="random-0"))[0] == 401
+        assert len(s.api.sent("POST", TOKENREVIEWS)) == 22  # the failure cache holds only 4
+
+    big = 10**6
+    run(main, review_limits=ReviewLimits(cache_size=4, qps=big, burst=big, client_qps=big, client_burst=big))
+
+
+def test_parked_reviews_never_hold_up_the_schedulers_bindings() -> None:
+    async def main(s: Served) -> None:
+        held = s.api.hold("POST", TOKENREVIEWS, times=100)
+        requests = [
+            asyncio.create_task(s.get("/metrics", token=f"flood-{i}", source=f"127.0.1.{i}")) for i in range(1, 31)
+        ]
+        await asyncio.wait_for(held.arrived.wait(), 5)
+        await asyncio.sleep(0.3)
+        reviews = s.endpoint.review_client.gate
+        assert reviews.in_use == 8 and len(reviews) == 22  # the reviews' own client is saturated
+        t0 = time.monotonic()
+        await asyncio.wait_for(s.main.bind("ns", "pod-a", "uid-a", "node-1"), 2)
+        assert time.monotonic() - t0 < 0.5
+        assert s.main.gate.in_use == 0 and len(s.api.sent("POST", "/api/v1/namespaces/ns/pods/pod-a/binding")) == 1
+        held.release.set()
+        assert {r[0] for r in await asyncio.gather(*requests)} == {401}
 
     run(main)

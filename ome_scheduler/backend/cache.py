@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ome_scheduler.api.core import Node
 from ome_scheduler.backend.affinity_index import AffinityIndex
-from ome_scheduler.framework.types import GangKey, ImageState, NodeInfo, PodInfo, PodKey
+from ome_scheduler.framework.types import GangKey, ImageState, NodeInfo, PodInfo, PodKey, Resource
 
 CHANGE_LOG_MAX = 200_000
 """Entries (node names) the change feed keeps before dropping its older half.
@@ -128,7 +128,11 @@ class SchedulerCache:
 
         Returns the node's NodeInfo; an entry that held only the pods of a deleted node (a
         ghost) becomes real again, its pods still accounted.
+
+        Raises:
+            QuantityError: an allocatable value is not a quantity; nothing was changed.
         """
+        allocatable = Resource.from_list(node.status.allocatable)  # first: it is the part that can fail
         name = node.metadata.name
         ni = self.nodes.get(name)
         if ni is None:
@@ -147,7 +151,7 @@ class SchedulerCache:
         # Remove-then-add keeps the shared ImageStates' node sets right when images change.
         self._remove_images(ni.node)
         self._add_images(node, ni)
-        ni.set_node(node)
+        ni.set_node(node, allocatable)
         self._changed(name)
         return ni
 
@@ -262,6 +266,11 @@ class SchedulerCache:
         """Whether the pod is assumed (accounted by this scheduler, Binding not yet observed)."""
         st = self.pods.get(key)
         return st is not None and st.assumed
+
+    def assumed_node(self, key: PodKey) -> str | None:
+        """The node an assumed pod holds, or None when the pod is not assumed."""
+        st = self.pods.get(key)
+        return st.node if st is not None and st.assumed else None
 
     def assume_pod(self, info: PodInfo, node: str) -> None:
         """Account ``info`` on ``node`` before binding (``AssumePod``).

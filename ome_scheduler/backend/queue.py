@@ -514,12 +514,15 @@ class SchedulingQueue:
         n = 0
         while not self.closed:
             await asyncio.sleep(BACKOFF_WINDOW)
-            self.flush_backoff_completed()
-            if self._gauge_dirty:
-                self.refresh_gauges()
             n += 1
-            if n % 30 == 0:
-                self.flush_unschedulable_leftover()
+            try:
+                self.flush_backoff_completed()
+                if self._gauge_dirty:
+                    self.refresh_gauges()
+                if n % 30 == 0:
+                    self.flush_unschedulable_leftover()
+            except Exception as exc:  # one bad pod must not stop every retry
+                log.error("Unhandled Error", component="queue flush", err=repr(exc), exc_info=exc)
 
     def close(self) -> None:
         """Stop: ``pop`` returns None from now on and the flush loop ends."""

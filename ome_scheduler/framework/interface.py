@@ -379,12 +379,14 @@ class PostBindPlugin(Plugin):
 
 class EventRecorder(Protocol):
     """Where the scheduling loop reports to users (``kube.recorder.Recorder`` in production):
-    events on pods and the pod's ``PodScheduled`` condition and ``nominatedNodeName``."""
+    events on pods (and on nodes and PodGroups it cannot use) and the pod's ``PodScheduled``
+    condition and ``nominatedNodeName``."""
 
     def event(
-        self, obj: Pod | Node | PodGroup, *, controller: str, type_: str, reason: str, action: str, note: str
+        self, regarding: Pod | Node | PodGroup, *, controller: str, type_: str, reason: str, action: str, note: str
     ) -> None:
-        """Record an ``events.k8s.io/v1`` event about a pod, node or PodGroup (in the background)."""
+        """Record an ``events.k8s.io/v1`` event about ``regarding`` (in the background): a pod,
+        or a node or PodGroup the scheduler could not use."""
         ...
 
     def pod_scheduled_false(self, pod: Pod, reason: str, message: str, *, clear_nominated: bool = True) -> None:

@@ -43,6 +43,9 @@ from ome_scheduler.framework.interface import (
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.framework.waiting_pods import WaitingPod, WaitingPodsMap
+from ome_scheduler.logs import get_logger
+
+log = get_logger()
 
 P = TypeVar("P", bound=Plugin)
 
@@ -289,9 +292,18 @@ class Framework:
         return out
 
     def run_pre_enqueue(self, pod: PodInfo) -> Status | None:
-        """``RunPreEnqueuePlugins``: the first gating plugin's status (with its name), or None."""
+        """``RunPreEnqueuePlugins``: the first gating plugin's status (with its name), or None.
+
+        A plugin that raises gates the pod with an Error status, as upstream treats a PreEnqueue
+        error (``Unexpected error running PreEnqueue plugin``); the pod is retried on the
+        plugin's events like any gated pod.
+        """
         for pl in self.pre_enqueue_plugins:
-            s = pl.pre_enqueue(pod)
+            try:
+                s = pl.pre_enqueue(pod)
+            except Exception as exc:
+                log.error("Unexpected error running PreEnqueue plugin", plugin=pl.name, pod=pod.key, err=repr(exc))
+                s = Status.as_error(exc)
             if s is not None and not s.is_success():
                 return s.with_plugin(pl.name)
         return None
@@ -560,7 +572,12 @@ class Framework:
         """``RunReservePluginsUnreserve``: every reserve plugin, in reverse order."""
         start = time.perf_counter()
         for pl in reversed(self.reserve_plugins):
-            pl.unreserve(state, pod, node)
+            # Unreserve cannot fail upstream; a plugin that raises must not keep the others from
+            # releasing what they hold.
+            try:
+                pl.unreserve(state, pod, node)
+            except Exception as exc:
+                log.error("Unreserve plugin failed", plugin=pl.name, pod=pod.key, node=node, err=repr(exc))
         self._observe("Unreserve", None, start)
 
     def run_permit(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:

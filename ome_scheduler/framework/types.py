@@ -587,13 +587,23 @@ class NodeInfo:
         self.pvc_ref_counts: dict[str, int] = {}
         self.generation = next_generation()
 
-    def set_node(self, node: Node) -> None:
-        """``SetNode``: record the node object and its allocatable resources."""
+    def set_node(self, node: Node, allocatable: Resource | None = None) -> None:
+        """``SetNode``: record the node object and its allocatable resources (``allocatable``
+        when the caller parsed them already).
+
+        All or nothing: when ``allocatable`` cannot be parsed (only a hand-built node can hold
+        a value that is not a quantity) the NodeInfo keeps its previous node.
+
+        Raises:
+            QuantityError: an allocatable value is not a quantity.
+        """
+        if allocatable is None:
+            allocatable = Resource.from_list(node.status.allocatable)
         self.node = node
         self.labels = node.metadata.labels
         self.taints = tuple(node.spec.taints)
         self.unschedulable = node.spec.unschedulable
-        self.allocatable = Resource.from_list(node.status.allocatable)
+        self.allocatable = allocatable
         self.generation = next_generation()
 
     def add_pod(self, pi: PodInfo) -> None:

@@ -13,6 +13,14 @@ handlers, since it no longer describes the object, unless ``keep_stale`` asks to
 kept in ``invalid`` with its error
 until it is fixed or deleted; ``on_invalid`` lets the owner report it. Everything else keeps
 flowing.
+
+Every handler call is contained to its object (client-go would let a handler's panic end the
+process; a tenant's object must never do that here): an exception is logged once per object
+and error (``"Unhandled Error"``, as ``utilruntime.HandleError`` words it, with the object's
+key and the traceback), handed to ``on_error`` so the owner can report it, and the object is
+kept in ``failed``. The store always follows the server whatever the handlers do. An object
+whose add failed was never seen by the handlers, so its next update (or the next relist) is
+delivered as an add again; its delete is always delivered.
 """
 
 from __future__ import annotations
@@ -81,6 +89,7 @@ class Informer(Generic[T]):
         on_update: Callable[[T, T], None] | None = None,
         on_delete: Callable[[T], None] | None = None,
         on_invalid: Callable[[bytes, str], None] | None = None,
+        on_error: Callable[[T, str], None] | None = None,
         keep_stale: bool = False,
     ) -> None:
         self.client = client
@@ -94,12 +103,84 @@ class Informer(Generic[T]):
         self.on_update = on_update
         self.on_delete = on_delete
         self.on_invalid = on_invalid
+        self.on_error = on_error
+        """Called with an object and the error text when a handler raised while handling it
+        (once per object and error)."""
         self.keep_stale = keep_stale
         """Keep an object's last readable version when an update cannot be decoded (pods: the
         cache must go on counting a bound pod's requests)."""
         self.invalid: dict[str, str] = {}
         """Objects that exist but could not be decoded: key -> decode error."""
+        self.failed: dict[str, str] = {}
+        """Objects whose last handler call raised: key -> the error (``Type: message``)."""
+        self._unseen: set[str] = set()
+        """Keys whose add raised: the handlers never took the object in."""
         self.resource_version = ""
+
+    def _deliver(self, action: str, obj: T, *args: Any) -> None:
+        """Call one handler (``add``, ``update``, ``delete``) for ``obj``; contain what it raises.
+
+        ``args`` are the handler's arguments (``(old, new)`` for an update, else ``(obj,)``).
+        """
+        handlers: dict[str, Callable[..., None] | None] = {
+            "add": self.on_add,
+            "update": self.on_update,
+            "delete": self.on_delete,
+        }
+        handler = handlers[action]
+        if handler is None:
+            return
+        key = object_key(obj.metadata)
+        try:
+            handler(*args)
+        except Exception as exc:
+            if action == "add":
+                self._unseen.add(key)
+            err = f"{type(exc).__name__}: {exc}"
+            if self.failed.get(key) == err:
+                return  # already logged and reported for this object
+            self.failed[key] = err
+            log.error(
+                "Unhandled Error",
+                informer=self.name,
+                handler=action,
+                object=key,
+                resourceVersion=obj.metadata.resource_version,
+                err=err,
+                exc_info=exc,
+            )
+            if self.on_error is not None and action != "delete":
+                try:
+                    self.on_error(obj, err)
+                except Exception as report_exc:
+                    log.error("Unhandled Error", informer=self.name, handler="error", object=key, err=repr(report_exc))
+            return
+        if action != "delete":
+            self._unseen.discard(key)
+        self.failed.pop(key, None)
+
+    def _deliver_upsert(self, prev: T | None, obj: T) -> None:
+        """An add when the handlers have not taken the object in (new, or its add raised), else an update."""
+        if prev is None or object_key(obj.metadata) in self._unseen:
+            self._deliver("add", obj, obj)
+        else:
+            self._deliver("update", obj, prev, obj)
+
+    def _deliver_delete(self, obj: T) -> None:
+        """Deliver a delete and forget the object's failures."""
+        key = object_key(obj.metadata)
+        self._deliver("delete", obj, obj)
+        self.failed.pop(key, None)
+        self._unseen.discard(key)
+
+    def _report_invalid(self, raw: bytes, error: str, who: str) -> None:
+        """``on_invalid``, contained like a handler."""
+        if self.on_invalid is None:
+            return
+        try:
+            self.on_invalid(raw, error)
+        except Exception as exc:
+            log.error("Unhandled Error", informer=self.name, handler="invalid", object=who, err=repr(exc))
 
     def _decode(self, raw: bytes) -> T | None:
         """The typed record, or None after logging and recording the error in ``invalid``."""
@@ -114,8 +195,7 @@ class Informer(Generic[T]):
                 return None
             log.error("cannot decode object, skipping it", informer=self.name, object=who, error=str(exc))
             self.invalid[who] = str(exc)
-            if self.on_invalid is not None:
-                self.on_invalid(raw, str(exc))
+            self._report_invalid(raw, str(exc), who)
             return None
 
     async def _list(self) -> None:
@@ -154,17 +234,15 @@ class Informer(Generic[T]):
         old = self.store
         self.store = items
         for k, obj in old.items():
-            if k not in items and self.on_delete is not None:
-                self.on_delete(obj)
+            if k not in items:
+                self._deliver_delete(obj)
         for k, obj in items.items():
             prev = old.get(k)
-            if prev is None:
-                if self.on_add is not None:
-                    self.on_add(obj)
             # Same resourceVersion: unchanged. A relist after 410 would otherwise send a no-op
-            # update for every object, each one a queue move for the scheduler.
-            elif self.on_update is not None and prev.metadata.resource_version != obj.metadata.resource_version:
-                self.on_update(prev, obj)
+            # update for every object, each one a queue move for the scheduler. An object the
+            # handlers never took in is offered again.
+            if prev is None or k in self._unseen or prev.metadata.resource_version != obj.metadata.resource_version:
+                self._deliver_upsert(prev, obj)
 
     async def _watch(self) -> None:
         """One WATCH from ``resource_version`` until the server ends it.
@@ -227,8 +305,8 @@ class Informer(Generic[T]):
             prev = self.store.pop(key, None)
             if gone is None:
                 gone = prev  # the last readable version stands in for an unreadable object
-            if gone is not None and self.on_delete is not None:
-                self.on_delete(gone)
+            if gone is not None:
+                self._deliver_delete(gone)
             return
         obj = self._decode(raw)
         if obj is None:
@@ -241,8 +319,8 @@ class Informer(Generic[T]):
             # keep counting it (pods: a bound pod's requests stay on its node until deletion).
             if not self.keep_stale:
                 prev = self.store.pop(object_key(meta), None)
-                if prev is not None and self.on_delete is not None:
-                    self.on_delete(prev)
+                if prev is not None:
+                    self._deliver_delete(prev)
             return
         meta = obj.metadata
         self.resource_version = meta.resource_version
@@ -251,11 +329,7 @@ class Informer(Generic[T]):
         if ev.type == "ADDED" or ev.type == "MODIFIED":
             prev = self.store.get(key)
             self.store[key] = obj
-            if prev is None:
-                if self.on_add is not None:
-                    self.on_add(obj)
-            elif self.on_update is not None:
-                self.on_update(prev, obj)
+            self._deliver_upsert(prev, obj)
 
     async def run(self) -> None:
         """Run forever: list, then watch; relist on 410; back off on errors."""
@@ -292,5 +366,11 @@ class Informer(Generic[T]):
                 backoff = min(backoff * 2, 30.0)
             except (*TRANSPORT_ERRORS, msgspec.DecodeError) as exc:
                 log.error("list failed, retrying", informer=self.name, error=str(exc))
+                await asyncio.sleep(min(30.0, backoff) * (1 + 0.2 * random.random()))
+                backoff = min(backoff * 2, 30.0)
+            except Exception as exc:
+                # Handlers are contained per object; anything else is a bug in the informer, and a
+                # relist is the way back to a consistent store (never the end of the process).
+                log.error("Unhandled Error", informer=self.name, err=repr(exc), exc_info=exc)
                 await asyncio.sleep(min(30.0, backoff) * (1 + 0.2 * random.random()))
                 backoff = min(backoff * 2, 30.0)

@@ -29,15 +29,14 @@ from ome_scheduler.logs import get_logger
 from ome_scheduler.util.timestamps import now_micro, now_rfc3339
 
 log = get_logger()
-_KINDS: dict[type, tuple[str, str]] = {
+NOTE_LENGTH_LIMIT = 1024
+"""Maximum event ``note`` size in bytes (``events.k8s.io/v1`` validation)."""
+_KINDS: dict[type[Any], tuple[str, str]] = {
     Pod: ("Pod", "v1"),
     Node: ("Node", "v1"),
     PodGroup: ("PodGroup", "scheduling.x-k8s.io/v1alpha1"),
 }
-"""The ``regarding`` kind and apiVersion of each record type events are recorded about."""
-
-NOTE_LENGTH_LIMIT = 1024
-"""Maximum event ``note`` size in bytes (``events.k8s.io/v1`` validation)."""
+"""An event's ``regarding`` kind and apiVersion by record type."""
 FINISH_TIME = 6 * 60.0
 """Seconds an event stays in the series cache (client-go ``tools/events`` ``finishTime``)."""
 
@@ -91,13 +90,16 @@ class Recorder:
                 await asyncio.wait(list(self._tasks))  # waiting cancels no write
 
     def event(
-        self, obj: Pod | Node | PodGroup, *, controller: str, type_: str, reason: str, action: str, note: str
+        self, regarding: Pod | Node | PodGroup, *, controller: str, type_: str, reason: str, action: str, note: str
     ) -> None:
-        """Record an event about a pod, node or PodGroup (``Eventf``); a node's events go to the
-        ``default`` namespace, as kube's recorder puts events of cluster-scoped objects."""
-        md = obj.metadata
-        kind, api_version = _KINDS[type(obj)]
-        regarding = {
+        """Record an event about a pod, node or PodGroup (``Eventf``).
+
+        The event lives in the object's namespace; a node's in ``default``, as client-go's
+        recorder files events about cluster-scoped objects.
+        """
+        md = regarding.metadata
+        kind, api_version = _KINDS[type(regarding)]
+        ref = {
             "kind": kind,
             "namespace": md.namespace,
             "name": md.name,
@@ -105,7 +107,9 @@ class Recorder:
             "apiVersion": api_version,
             "resourceVersion": md.resource_version,
         }
-        event_ns = md.namespace or "default"
+        if not md.namespace:
+            del ref["namespace"]
+        namespace = md.namespace or "default"
         now = time.time()
         while self._cache:  # insertion order is creation order: expire from the front
             k0, first = next(iter(self._cache.items()))
@@ -125,17 +129,17 @@ class Recorder:
         body = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
-            "metadata": {"name": name, "namespace": event_ns},
+            "metadata": {"name": name, "namespace": namespace},
             "eventTime": now_micro(),
             "reportingController": controller,
             "reportingInstance": f"{controller}-{self.host}",
             "action": action,
             "reason": reason,
-            "regarding": regarding,
+            "regarding": ref,
             "note": truncate_message(note),
             "type": type_,
         }
-        self._cache[key] = _Cached(name, event_ns, now, body)
+        self._cache[key] = _Cached(name, namespace, now, body)
         self._spawn(self._create(body))
 
     async def _create(self, body: dict[str, Any]) -> None:

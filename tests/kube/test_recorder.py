@@ -358,3 +358,48 @@ def test_nominate_is_dropped_when_the_permit_wait_already_ended() -> None:
         assert api.requests == []
 
     run(main)
+
+
+def test_events_about_nodes_and_pod_groups_name_their_kind() -> None:
+    """A node the scheduler cannot use gets its Warning in ``default`` (a cluster-scoped object,
+    as client-go files it); a PodGroup in its own namespace."""
+    from ome_scheduler.api.core import Node
+    from ome_scheduler.api.scheduling import PodGroup
+
+    node = msgspec.convert({"metadata": {"name": "n1", "uid": "uid-n1", "resourceVersion": "3"}}, Node)
+    pg = msgspec.convert(
+        {"metadata": {"name": "g", "namespace": "ns", "uid": "uid-g", "resourceVersion": "4"}}, PodGroup
+    )
+
+    async def main(api: FakeApiServer, rec: Recorder) -> None:
+        for obj in (node, pg):
+            rec.event(
+                obj,
+                controller="ome-scheduler",
+                type_="Warning",
+                reason="FailedProcessing",
+                action="Processing",
+                note="x",
+            )
+        await rec.drain()
+        by_path = {r.path: r.body for r in api.requests}
+        ev = by_path["/apis/events.k8s.io/v1/namespaces/default/events"]
+        assert ev["regarding"] == {
+            "kind": "Node",
+            "name": "n1",
+            "uid": "uid-n1",
+            "apiVersion": "v1",
+            "resourceVersion": "3",
+        }
+        ev = by_path[EVENTS]
+        assert ev["regarding"] == {
+            "kind": "PodGroup",
+            "namespace": "ns",
+            "name": "g",
+            "uid": "uid-g",
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "resourceVersion": "4",
+        }
+        assert ev["metadata"]["name"].startswith("g.")
+
+    run(main)
