@@ -4,6 +4,8 @@
 #   etcd (go.etcd.io/etcd/server/v3), kwok (sigs.k8s.io/kwok), helm (helm.sh/helm/v3)
 #   the job operators whose PodGroups e2e/test_operators.py schedules: mpi-operator
 #   (github.com/kubeflow/mpi-operator) and the training-operator (github.com/kubeflow/training-operator)
+#   prometheus (github.com/prometheus/prometheus/cmd/prometheus, without service discovery
+#   plugins and web UI assets: the dashboard test scrapes a static target through the HTTP API)
 # from the wrapper modules under e2e/tools/, whose go.mod and go.sum are committed.
 #
 # Every binary set is cached outside the checkout, in a directory keyed by the wrapper's
@@ -32,6 +34,11 @@ ETCD_VERSION=$(awk '$1=="go.etcd.io/etcd/server/v3"{print $2}' "$here/tools/etcd
 ld_etcd="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION"
 HELM_VERSION=$(awk '$1=="helm.sh/helm/v3"{print $2}' "$here/tools/helm/go.mod")
 ld_helm="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+PROM_MODULE=$(awk '$1=="github.com/prometheus/prometheus"{print $2}' "$here/tools/prometheus/go.mod")
+# Prometheus 3.Y.Z is published to the module proxy as v0.(300+Y).Z.
+PROM_MINOR=$(echo "$PROM_MODULE" | sed -E 's/^v0\.([0-9]+)\..*/\1/')
+PROM_VERSION="3.$((PROM_MINOR - 300)).$(echo "$PROM_MODULE" | sed -E 's/^v0\.[0-9]+\.([0-9]+).*/\1/')"
+ld_prom="-s -w -X github.com/prometheus/common/version.Version=$PROM_VERSION -X github.com/prometheus/common/version.Branch=HEAD"
 KWOK_VERSION=$(awk '$1=="sigs.k8s.io/kwok"{print $2}' "$here/tools/kwok/go.mod")
 ld_kwok="-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
 MPI_VERSION=$(awk '$1=="github.com/kubeflow/mpi-operator"{print $2}' "$here/tools/mpi-operator/go.mod")
@@ -40,11 +47,15 @@ ld_mpi="-s -w -X github.com/kubeflow/mpi-operator/pkg/version.Version=$MPI_VERSI
 # The go command names a binary after its package path's last element, skipping a /vN suffix.
 binname() { local b; b=$(basename "$1"); [[ $b =~ ^v[0-9]+$ ]] && b=$(basename "$(dirname "$1")"); echo "$b"; }
 
-# build <set> <ldflags> <package>...
+# [TAGS=...] build <set> <ldflags> <package>...   (TAGS: Go build tags, default selinux,notest)
 build() {
   local set=$1 ld=$2; shift 2
+  local tags=${TAGS:-selinux,notest}
   local key
-  key=$(cat "$here/tools/$set/go.sum" <(echo "$ld $*") | sha256sum | cut -c1-12)
+  # The default tags leave the key as it was before tags were configurable (caches stay warm).
+  local flags="$ld $*"
+  [ "$tags" = "selinux,notest" ] || flags="$flags tags=$tags"
+  key=$(cat "$here/tools/$set/go.sum" <(echo "$flags") | sha256sum | cut -c1-12)
   local dir="$cache/$set-$key"
   local missing=0 p
   for p in "$@"; do [ -x "$dir/$(binname "$p")" ] || missing=1; done
@@ -54,7 +65,7 @@ build() {
     local tmp
     tmp=$(mktemp -d "$dir.tmp.XXXXXX")
     (cd "$here/tools/$set" && go mod download && \
-      go build -trimpath -tags=selinux,notest -ldflags="$ld" -o "$tmp/" "$@") >&2
+      go build -trimpath -tags="$tags" -ldflags="$ld" -o "$tmp/" "$@") >&2
     rm -rf "$dir" && mv "$tmp" "$dir"
     echo "==> $set built in $((SECONDS - start)) s" >&2
   else
@@ -72,6 +83,7 @@ build kwok "$ld_kwok" sigs.k8s.io/kwok/cmd/kwok
 build helm "$ld_helm" helm.sh/helm/v3/cmd/helm
 build mpi-operator "$ld_mpi" github.com/kubeflow/mpi-operator/cmd/mpi-operator
 build training-operator "-s -w" github.com/kubeflow/training-operator/cmd/training-operator.v1
+TAGS=remove_all_sd build prometheus "$ld_prom" github.com/prometheus/prometheus/cmd/prometheus
 
 "$cache/current/kube-apiserver" --version >&2
 echo "$cache/current"

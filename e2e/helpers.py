@@ -229,6 +229,12 @@ def _json(body: Any) -> bytes:
 # ---- the scheduler under test ----------------------------------------------------------
 
 
+_FAILURE_LINE = re.compile(
+    r'"(?:Unable to schedule pod; no fit; waiting|Error scheduling pod; retrying)" pod="([^"]+)"(?: gang="[^"]*")? '
+    r'err=(".*")$'
+)
+
+
 class SchedulerProcess:
     """An ``ome-scheduler`` subprocess with a given configuration and its log file."""
 
@@ -305,6 +311,19 @@ class SchedulerProcess:
                 if smp.name == name and all(smp.labels.get(k) == v for k, v in (labels or {}).items()):
                     total += smp.value
         return total
+
+    def last_failure(self, ns: str, name: str) -> str:
+        """The last FailedScheduling message this scheduler logged for a pod ("" if none).
+
+        Read from the V(2) log lines rather than the pod's PodScheduled condition: two status
+        patches of one pod in flight at once may land out of order, leaving an older message in
+        the condition."""
+        msg = ""
+        for line in self.log().splitlines():
+            m = _FAILURE_LINE.search(line)
+            if m and m.group(1) == f"{ns}/{name}":
+                msg = json.loads(m.group(2))
+        return str(msg)
 
     def signal(self, sig: signal.Signals) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -3,6 +3,11 @@
 Mirrors ``cmd/kube-scheduler/app/server.go``'s ``NewSchedulerCommand``: flags come from
 :mod:`ome_scheduler.options`; a usage error exits with status 2, an invalid configuration
 with 1 (``ome_scheduler.app``), a clean shutdown with 0.
+
+Two subcommands, chosen by the first argument, run offline tools instead of the scheduler:
+``ome-scheduler snapshot FILE`` (:mod:`ome_scheduler.snapshot`) and ``ome-scheduler simulate
+--snapshot FILE ...`` (:mod:`ome_scheduler.simulate`). Anything else, flags included, is the
+scheduler's command line, unchanged.
 """
 
 from __future__ import annotations
@@ -15,10 +20,20 @@ from pydantic_settings import SettingsError
 from ome_scheduler.app import run
 from ome_scheduler.options import parse
 
+SUBCOMMANDS = ("snapshot", "simulate")
+"""First arguments that select an offline tool instead of the scheduler."""
+
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``ome-scheduler`` console script and ``python -m ome_scheduler``."""
     args = sys.argv[1:] if argv is None else argv
+    if args and args[0] in SUBCOMMANDS:
+        # Imported here: the scheduler's start-up does not load the offline tools.
+        if args[0] == "snapshot":
+            from ome_scheduler.snapshot import main as tool
+        else:
+            from ome_scheduler.simulate import main as tool
+        raise SystemExit(tool(args[1:]))
     try:
         opts = parse(args)
     except SettingsError as exc:

@@ -49,7 +49,7 @@ Bool = Annotated[bool | None, BeforeValidator(_bool)]
 
 
 class Options(BaseSettings):
-    """ome-scheduler runs a Kubernetes scheduler for gangs of pods (kube-scheduler's flags)."""
+    """ome-scheduler schedules gangs of pods (kube-scheduler's flags); offline: `snapshot --help`, `simulate --help`."""
 
     model_config = SettingsConfigDict(
         env_prefix="OME_SCHEDULER_",

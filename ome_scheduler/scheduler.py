@@ -16,6 +16,7 @@ reaches it only as the ``binder`` and ``recorder`` ports, so the whole engine ru
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -68,6 +69,9 @@ class DiscardRecorder:
 class Scheduler:
     """Owns the backend, the profiles' frameworks, the event handlers and the cycles.
 
+    ``clock`` is the queue's monotonic clock in seconds (backoff and the unschedulable flush);
+    ``ome-scheduler simulate`` passes its event loop's simulated time.
+
     Raises:
         ConfigError: from the constructor, when a profile or plugin argument is invalid.
     """
@@ -80,6 +84,7 @@ class Scheduler:
         binder: Binder | None,
         recorder: EventRecorder,
         api_writer: ApiWriter | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.cfg = cfg
         self.metrics = metrics
@@ -115,6 +120,7 @@ class Scheduler:
             metrics=metrics,
             initial_backoff=float(cfg.pod_initial_backoff_seconds),
             max_backoff=float(cfg.pod_max_backoff_seconds),
+            clock=clock,
         )
         self.handlers = EventHandlers(
             cache=self.cache,

@@ -12,7 +12,9 @@ and error decoding) runs for real:
   ``allowed`` (``(user, path, verb)``);
 * ``events.k8s.io/v1`` events: POST (409 when the name exists) and JSON merge PATCH (404 when
   missing);
-* pod status PATCHes: recorded, answered ``{}``; pod Binding POSTs: answered 201 ``Success``.
+* pod status PATCHes: recorded, answered ``{}``; pod Binding POSTs: answered 201 ``Success``;
+* collections put in ``lists`` (path -> objects): paged GETs honouring ``limit`` and
+  ``continue`` (the token is the next offset), every page with ``metadata.resourceVersion``.
 
 Every request is appended to ``requests`` in arrival order (with its monotonic arrival time). ``fail()`` queues error answers,
 ``hold()`` parks matching requests until released, ``after_get`` runs once after a GET is
@@ -55,6 +57,7 @@ class Request:
     content_type: str
     body: Any
     authorization: str
+    query: dict[str, str] = field(default_factory=dict)
     at: float = field(default_factory=time.monotonic)
 
 
@@ -109,6 +112,7 @@ class FakeApiServer:
         """Apply the next N Bindings but answer 500, as if the response was lost on the way."""
         self.users: dict[str, dict[str, Any]] = {}  # bearer token -> TokenReview status.user
         self.allowed: set[tuple[str, str, str]] = set()  # (username, path, verb)
+        self.lists: dict[str, list[dict[str, Any]]] = {}  # collection path -> objects
         self.after_get: Callable[[], None] | None = None
         self._faults: list[list[Any]] = []  # [method, path, code, remaining]
         self._holds: list[Hold] = []
@@ -193,6 +197,7 @@ class FakeApiServer:
             request.headers.get("Content-Type", ""),
             body,
             request.headers.get("Authorization", ""),
+            dict(request.query),
         )
         self.requests.append(req)
         for h in self._holds:
@@ -215,6 +220,12 @@ class FakeApiServer:
             return self._lease(req, m.group(1), m.group(2))
         if m := _EVENT.match(req.path):
             return self._event(req, m.group(1), m.group(2))
+        if req.method == "GET" and req.path in self.lists:
+            items = self.lists[req.path]
+            start = int(req.query.get("continue") or 0)
+            end = start + int(req.query.get("limit") or len(items) or 1)
+            md = {"resourceVersion": "7", **({"continue": str(end)} if end < len(items) else {})}
+            return web.json_response({"kind": "List", "metadata": md, "items": items[start:end]})
         if m := _BINDING.match(req.path):
             return self._binding(req, m.group(1), m.group(2))
         if (m := _POD.match(req.path)) and req.method == "GET":

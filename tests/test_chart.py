@@ -13,6 +13,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import subprocess
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -323,6 +324,10 @@ SPEC_DEFAULTS: dict[str, Any] = {
     "scheduler.metrics.serviceMonitor.tlsConfig": {},
     "scheduler.metrics.serviceMonitor.relabelings": [],
     "scheduler.metrics.serviceMonitor.metricRelabelings": [],
+    "scheduler.metrics.grafanaDashboard.enabled": False,
+    "scheduler.metrics.grafanaDashboard.namespace": "",
+    "scheduler.metrics.grafanaDashboard.additionalLabels": {},
+    "scheduler.metrics.grafanaDashboard.annotations": {},
     "scheduler.probes.liveness.path": "/healthz",
     "scheduler.probes.liveness.initialDelaySeconds": 15,
     "scheduler.probes.liveness.periodSeconds": 20,
@@ -800,6 +805,109 @@ def test_service_monitor_options() -> None:
         "relabelings": [{"action": "labeldrop", "regex": "pod"}],
         "metricRelabelings": [{"action": "drop", "regex": "go_.*", "sourceLabels": ["__name__"]}],
     }
+
+
+# ---- the Grafana dashboard (issue 16; beyond chart.md, off by default) -----------------------------
+
+DASHBOARD = CHART / "dashboards" / "ome-scheduler.json"
+METRIC_NAME = re.compile(r"\b((?:ome_scheduler|scheduler|leader_election)_[a-z0-9_]+)\b")
+
+
+def dashboard_queries(dash: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(panel title, PromQL) of every target of every panel."""
+    return [(p["title"], t["expr"]) for p in dash["panels"] for t in p.get("targets", [])]
+
+
+def exported_metric_names() -> set[str]:
+    """Every sample name ome-scheduler's registry exports (histogram and counter suffixes included)."""
+    from ome_scheduler.metrics import Metrics
+
+    names: set[str] = set()
+    for fam in Metrics().registry.collect():
+        names.add(fam.name)
+        suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum")}.get(fam.type, ())
+        names.update(fam.name + s for s in suffixes)
+    return names
+
+
+def test_grafana_dashboard_configmap_for_the_sidecar() -> None:
+    assert not [d for d in render() if d["metadata"]["name"].endswith("grafana-dashboard")]  # off by default
+    docs = render(sched(metrics={"grafanaDashboard": {"enabled": True}}))
+    cm = by_kind(docs, "ConfigMap", "ome-scheduler-grafana-dashboard")
+    assert cm["metadata"]["namespace"] == NS
+    assert cm["metadata"]["labels"] == {**LABELS, "grafana_dashboard": "1"}
+    assert "annotations" not in cm["metadata"]
+    assert json.loads(cm["data"]["ome-scheduler.json"]) == json.loads(DASHBOARD.read_text())
+    # The config checksum covers the scheduler's ConfigMap only: the dashboard does not roll the pods.
+    assert _checksum(sched(metrics={"grafanaDashboard": {"enabled": True}})) == _checksum()
+    v = sched(
+        name="gang-sched",
+        metrics={
+            "grafanaDashboard": {
+                "enabled": True,
+                "namespace": "monitoring",
+                "additionalLabels": {"team": "ml"},
+                "annotations": {"grafana_folder": "ome"},
+            }
+        },
+    )
+    cm = by_kind(render(v), "ConfigMap", "gang-sched-grafana-dashboard")
+    assert cm["metadata"]["namespace"] == "monitoring"
+    assert cm["metadata"]["labels"] == {**LABELS, "grafana_dashboard": "1", "team": "ml"}
+    assert cm["metadata"]["annotations"] == {"grafana_folder": "ome"}
+
+
+@pytest.mark.parametrize(("path", "bad"), [("enabled", "yes"), ("namespace", 3), ("annotations", "x")])
+def test_schema_checks_the_grafana_dashboard_values(path: str, bad: Any) -> None:
+    err = render_error(dotted(f"scheduler.metrics.grafanaDashboard.{path}", bad))
+    assert SCHEMA_ERROR in err and f"/grafanaDashboard/{path}" in err, err
+
+
+def test_dashboard_panels_cover_the_promised_topics_and_only_exported_metrics() -> None:
+    dash = json.loads(DASHBOARD.read_text())
+    assert dash["uid"] == "ome-scheduler" and dash["title"] == "ome-scheduler"
+    variables = {v["name"]: v for v in dash["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+    assert set(variables) == {"datasource", "job", "topology_key"}
+    titles = {p["title"] for p in dash["panels"]}
+    for topic in (
+        "Scheduling throughput",
+        "Scheduling latency",
+        "Pending pods by queue",
+        "Gang bind skew",
+        "Gang scheduling duration",
+        "Holds and unwinds",
+        "Free nodes",
+        "Largest gang that still fits",
+        "Leader status",
+    ):
+        assert topic in titles, topic
+    exported = exported_metric_names()
+    queries = dashboard_queries(dash)
+    assert len(queries) >= 15
+    for title, expr in queries:
+        names = METRIC_NAME.findall(expr)
+        assert names, (title, expr)
+        assert set(names) <= exported, (title, set(names) - exported)
+        assert 'job=~"$job"' in expr, (title, expr)  # every query follows the job picker
+    for p in dash["panels"]:
+        if p["type"] != "row":
+            assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, p["title"]
+    # Every metric family of the README's Metrics section that the issue names is on the board.
+    used = {n for _, e in queries for n in METRIC_NAME.findall(e)}
+    for family in (
+        "scheduler_schedule_attempts_total",
+        "scheduler_scheduling_attempt_duration_seconds_bucket",
+        "scheduler_pending_pods",
+        "ome_scheduler_gang_bind_skew_seconds_bucket",
+        "ome_scheduler_gang_scheduling_duration_seconds_bucket",
+        "ome_scheduler_pinned_groups",
+        "ome_scheduler_gang_unwind_total",
+        "ome_scheduler_domain_free_nodes",
+        "ome_scheduler_domain_max_gang_size",
+        "leader_election_master_status",
+    ):
+        assert family in used, family
 
 
 # ---- §4.1: schema limits -------------------------------------------------------------------------

@@ -55,6 +55,14 @@ WALLS: tuple[tuple[str, str, str], ...] = (
     ("kube", "framework", "the API client knows nothing of scheduling"),
     ("kube", "plugins", "the API client knows nothing of scheduling"),
     ("kube", "backend", "the API client knows nothing of scheduling"),
+    ("simulate", "kube", "the simulation reads files, never the API server (snapshot does)"),
+    ("simreport", "kube", "the simulation report does no I/O"),
+    ("domainmap", "kube", "the domain map draws a simulation result only"),
+    *(
+        (engine, tool, "the engine knows nothing of the offline tools")
+        for engine in ("framework", "plugins", "backend", "scheduler", "schedule_one", "eventhandlers", "app")
+        for tool in ("snapshot", "simulate", "simreport", "domainmap")
+    ),
 )
 # Rooms an ``api`` module may still import (the ``("api", "")`` wall forbids everything else).
 ALLOWED_FROM_API = ("api",)

@@ -1,0 +1,187 @@
+"""The cluster snapshot file of ``ome-scheduler snapshot`` and ``ome-scheduler simulate``.
+
+One document, JSON or YAML (chosen by the file name: ``.yaml``/``.yml`` is YAML, anything
+else JSON), holding the objects the scheduler's informers list, as the typed records of
+:mod:`ome_scheduler.api.core` and :mod:`ome_scheduler.api.scheduling` keep them: only the
+fields the scheduler reads, so the file is small and carries no container environment,
+command line or status message. Secrets are never listed. Shape::
+
+    apiVersion: snapshot.ome.io/v1alpha1
+    kind: ClusterSnapshot
+    metadata: {takenAt: "2026-12-01T10:00:00Z", server: "https://...", anonymized: false}
+    nodes: [...]            # v1 Node
+    namespaces: [...]       # v1 Namespace
+    podGroups: [...]        # scheduling.x-k8s.io/v1alpha1 PodGroup
+    pods: [...]             # v1 Pod (not Succeeded or Failed), bound and pending
+    persistentVolumes: [...]; persistentVolumeClaims: [...]; storageClasses: [...]
+
+The manifests ``simulate --add`` takes are read here too (:func:`decode_manifests`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import yaml
+
+from ome_scheduler.api.core import Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass
+from ome_scheduler.api.meta import Record
+from ome_scheduler.api.scheduling import PodGroup
+
+API_VERSION = "snapshot.ome.io/v1alpha1"
+KIND = "ClusterSnapshot"
+
+
+class SnapshotMeta(Record):
+    """When and from which API server the snapshot was taken; whether names were anonymised."""
+
+    taken_at: str = ""
+    server: str = ""
+    anonymized: bool = False
+
+
+class ClusterSnapshot(Record):
+    """What the scheduler's informers list, in one document (see the module docstring)."""
+
+    api_version: str = API_VERSION
+    kind: str = KIND
+    metadata: SnapshotMeta = msgspec.field(default_factory=SnapshotMeta)
+    nodes: list[Node] = []
+    namespaces: list[Namespace] = []
+    pod_groups: list[PodGroup] = []
+    pods: list[Pod] = []
+    persistent_volumes: list[PersistentVolume] = []
+    persistent_volume_claims: list[PersistentVolumeClaim] = []
+    storage_classes: list[StorageClass] = []
+
+
+class SnapshotError(ValueError):
+    """A snapshot or manifest file that cannot be read; the message names the file and the field."""
+
+
+def _is_yaml(path: Path) -> bool:
+    return path.suffix.lower() in (".yaml", ".yml")
+
+
+def encode_snapshot(snap: ClusterSnapshot, path: Path) -> bytes:
+    """The file's bytes: YAML when ``path`` ends in ``.yaml``/``.yml``, else compact JSON."""
+    if _is_yaml(path):
+        return msgspec.yaml.encode(snap)
+    return msgspec.json.encode(snap) + b"\n"
+
+
+def write_snapshot(snap: ClusterSnapshot, path: Path) -> None:
+    """Write ``snap`` to ``path`` (format by extension; ``-`` is not accepted here)."""
+    path.write_bytes(encode_snapshot(snap, path))
+
+
+def read_snapshot(path: Path) -> ClusterSnapshot:
+    """Read a snapshot file.
+
+    Raises:
+        SnapshotError: unreadable file, wrong ``apiVersion``/``kind``, or a field of the wrong type
+            (the message names the path inside the document, e.g. ``$.pods[3].spec``).
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SnapshotError(f"cannot read snapshot {path}: {exc.strerror or exc}") from None
+    try:
+        if _is_yaml(path):
+            snap = msgspec.yaml.decode(data, type=ClusterSnapshot)
+        else:
+            snap = msgspec.json.decode(data, type=ClusterSnapshot)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise SnapshotError(f"snapshot {path}: {exc}") from None
+    if snap.api_version != API_VERSION or snap.kind != KIND:
+        raise SnapshotError(
+            f"snapshot {path}: apiVersion/kind {snap.api_version}/{snap.kind} is not {API_VERSION}/{KIND}"
+        )
+    return snap
+
+
+MANIFEST_KINDS: dict[str, type[Any]] = {
+    "Pod": Pod,
+    "PodGroup": PodGroup,
+    "Node": Node,
+    "Namespace": Namespace,
+    "PersistentVolume": PersistentVolume,
+    "PersistentVolumeClaim": PersistentVolumeClaim,
+    "StorageClass": StorageClass,
+}
+"""Object kinds ``simulate --add`` accepts (a ``List`` of them too)."""
+
+
+QUANTITY_MAPS = frozenset({"requests", "limits", "capacity", "allocatable", "overhead"})
+"""Resource lists, whose quantities YAML may give as numbers (the API server takes ``8`` for ``"8"``)."""
+
+
+def _quantities_as_strings(doc: Any) -> Any:
+    """``doc`` with every number inside a resource list turned into its quantity string."""
+    if isinstance(doc, list):
+        return [_quantities_as_strings(x) for x in doc]
+    if not isinstance(doc, dict):
+        return doc
+    out = {}
+    for k, v in doc.items():
+        if k in QUANTITY_MAPS and isinstance(v, dict):
+            v = {r: str(q) if isinstance(q, int | float) and not isinstance(q, bool) else q for r, q in v.items()}
+        out[k] = _quantities_as_strings(v)
+    return out
+
+
+def _documents(path: Path) -> Iterator[Any]:
+    text = path.read_text(encoding="utf-8")
+    if _is_yaml(path) or not text.lstrip().startswith(("{", "[")):
+        yield from yaml.safe_load_all(text)
+    else:
+        yield msgspec.json.decode(text.encode())
+
+
+def decode_manifests(path: Path) -> list[Any]:
+    """The objects of a manifest file (YAML, several documents, or JSON; ``kind: List`` is
+    flattened), each as its typed record, in file order.
+
+    Raises:
+        SnapshotError: unreadable file, an unsupported ``kind``, or a field of the wrong type
+            (naming the document's position and the object's kind and name).
+    """
+    out: list[Any] = []
+
+    def add(doc: Any, where: str) -> None:
+        if doc is None:
+            return
+        if not isinstance(doc, dict):
+            raise SnapshotError(f"{path} {where}: not an object")
+        kind = doc.get("kind", "")
+        if kind == "List" or (kind.endswith("List") and isinstance(doc.get("items"), list)):
+            for i, item in enumerate(doc.get("items") or []):
+                add(item, f"{where}.items[{i}]")
+            return
+        typ = MANIFEST_KINDS.get(kind)
+        name = (doc.get("metadata") or {}).get("name", "")
+        if typ is None:
+            raise SnapshotError(
+                f"{path} {where}: kind {kind or '(none)'} {name} is not one of {', '.join(sorted(MANIFEST_KINDS))}"
+            )
+        try:
+            out.append(msgspec.convert(_quantities_as_strings(doc), typ, strict=False))
+        except msgspec.ValidationError as exc:
+            raise SnapshotError(f"{path} {where}: {kind} {name}: {exc}") from None
+
+    try:
+        docs = list(_documents(path))
+    except OSError as exc:
+        raise SnapshotError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except (yaml.YAMLError, msgspec.DecodeError) as exc:
+        raise SnapshotError(f"cannot parse {path}: {exc}") from None
+    for i, doc in enumerate(docs):
+        if isinstance(doc, list):
+            for j, item in enumerate(doc):
+                add(item, f"document {i + 1}[{j}]")
+        else:
+            add(doc, f"document {i + 1}")
+    return out

@@ -1,0 +1,348 @@
+"""``ome-scheduler snapshot``: write the cluster state the scheduler sees to one file.
+
+Lists what the scheduler's informers list (``app.INFORMERS``: nodes, pods that are not
+finished, namespaces, PodGroups, PersistentVolumes, PersistentVolumeClaims and
+StorageClasses; never Secrets or ConfigMaps), decodes each object into the scheduler's typed
+record (so only the fields the scheduler reads are kept) and writes one
+:class:`~ome_scheduler.api.snapshot.ClusterSnapshot`. ``ome-scheduler simulate`` reads it.
+
+``--anonymize`` replaces names consistently (:class:`Anonymizer`): node, namespace, pod,
+PodGroup, volume, claim and storage class names, label and taint values, images and owner
+names each become a stable placeholder (``node-00001``, ``ns-0001``, ``gang-0001``,
+``value-0001``...), the same original string always giving the same placeholder, so label
+selectors, node names and PodGroup labels still match what they matched. Label keys,
+annotation keys that name labels (the PodGroup topology-key annotation), numbers (for
+``Gt``/``Lt`` node affinity), quantities and scheduler names are kept. Annotations of pods,
+nodes and namespaces are dropped, and so are condition messages.
+
+Exit status: 0 written, 1 the API server could not be read (message on stderr), 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ome_scheduler.api.snapshot import ClusterSnapshot, SnapshotMeta, encode_snapshot
+from ome_scheduler.app import INFORMERS
+from ome_scheduler.kube.client import TRANSPORT_ERRORS, ApiError, KubeClient
+from ome_scheduler.kube.credentials import credentials_error
+from ome_scheduler.util.timestamps import now_rfc3339
+
+FIELD_OF_INFORMER = {
+    "nodes": "nodes",
+    "namespaces": "namespaces",
+    "podgroups": "pod_groups",
+    "pods": "pods",
+    "persistentvolumes": "persistent_volumes",
+    "persistentvolumeclaims": "persistent_volume_claims",
+    "storageclasses": "storage_classes",
+}
+"""Informer name (``app.INFORMERS``) -> the :class:`ClusterSnapshot` field it fills."""
+
+PAGE = "500"
+
+
+async def list_objects(client: KubeClient, path: str, record: type[Any], params: dict[str, str]) -> list[Any]:
+    """Every object at ``path`` (paged LIST, 500 per page) as ``record``, sorted by namespace and name.
+
+    An object that does not decode is left out with a warning on stderr, as the informer would.
+
+    Raises:
+        ApiError: the server refused the list (404 when the resource is not served).
+    """
+    decoder = msgspec.json.Decoder(record)
+    raw_list = msgspec.json.Decoder(_RawList)
+    out: list[Any] = []
+    cont = ""
+    while True:
+        q = {"limit": PAGE, **params}
+        if cont:
+            q["continue"] = cont
+        lst = raw_list.decode(await client.get(path, q))
+        for raw in lst.items:
+            try:
+                out.append(decoder.decode(raw))
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                sys.stderr.write(f"warning: {path}: skipping an object that cannot be read: {exc}\n")
+        cont = lst.metadata.get("continue", "")
+        if not cont:
+            break
+    out.sort(key=lambda o: (o.metadata.namespace, o.metadata.name))
+    return out
+
+
+class _RawList(msgspec.Struct):
+    metadata: dict[str, Any] = {}
+    items: list[msgspec.Raw] = []
+
+
+async def take_snapshot(client: KubeClient) -> ClusterSnapshot:
+    """List every informer's objects into a snapshot (PodGroups empty when the CRD is missing).
+
+    Raises:
+        ApiError / transport errors: a list other than PodGroups failed.
+    """
+    snap = ClusterSnapshot(metadata=SnapshotMeta(taken_at=now_rfc3339(), server=client.server))
+    for spec in INFORMERS:
+        field = FIELD_OF_INFORMER.get(spec.name)
+        if field is None:
+            continue
+        try:
+            objs = await list_objects(client, spec.path, spec.record, spec.params)
+        except ApiError as exc:
+            if exc.code == 404 and spec.optional:
+                sys.stderr.write(f"warning: {spec.name} not served ({exc.message}); the snapshot has none\n")
+                objs = []
+            else:
+                raise
+        setattr(snap, field, objs)
+    return snap
+
+
+# ---- anonymisation ----------------------------------------------------------------------
+
+
+class Anonymizer:
+    """Consistent placeholders: one table for every string, so a node's name, its hostname
+    label and a pod's ``nodeName`` all become the same ``node-NNNNN``.
+
+    The first use of a string decides its prefix, so :meth:`snapshot` visits nodes, namespaces,
+    PodGroups, storage objects and only then pods and their labels.
+    """
+
+    def __init__(self) -> None:
+        self.table: dict[str, str] = {}
+        self._counts: dict[str, int] = {}
+
+    def name(self, original: str, prefix: str) -> str:
+        """The placeholder of ``original`` (allocated as ``<prefix>-NNNN`` on first sight)."""
+        if not original:
+            return original
+        got = self.table.get(original)
+        if got is None:
+            n = self._counts.get(prefix, 0) + 1
+            self._counts[prefix] = n
+            got = self.table[original] = f"{prefix}-{n:0{5 if prefix in ('node', 'pod') else 4}d}"
+        return got
+
+    def value(self, original: str) -> str:
+        """A label or taint value: numbers stay (``Gt``/``Lt`` compare them), others are replaced."""
+        if original.lstrip("-").isdigit():
+            return original
+        return self.name(original, "value")
+
+    def _labels(self, labels: dict[str, str]) -> dict[str, str]:
+        return {k: self.value(v) for k, v in labels.items()}
+
+    def _meta(self, md: dict[str, Any], prefix: str, *, keep_annotations: bool = False) -> None:
+        if "name" in md:
+            md["name"] = self.name(md["name"], prefix)
+        if md.get("namespace"):
+            md["namespace"] = self.name(md["namespace"], "ns")
+        if "labels" in md:
+            md["labels"] = self._labels(md["labels"])
+        if not keep_annotations:
+            md.pop("annotations", None)
+        for ref in md.get("ownerReferences", []):
+            ref["name"] = self.name(ref.get("name", ""), "owner")
+
+    def _selector(self, sel: dict[str, Any] | None) -> None:
+        if not sel:
+            return
+        if "matchLabels" in sel:
+            sel["matchLabels"] = self._labels(sel["matchLabels"])
+        for req in sel.get("matchExpressions", []):
+            req["values"] = [self.value(v) for v in req.get("values", [])]
+
+    def _node_selector_term(self, term: dict[str, Any]) -> None:
+        for req in term.get("matchExpressions", []):
+            req["values"] = [self.value(v) for v in req.get("values", [])]
+        for req in term.get("matchFields", []):  # only metadata.name exists
+            req["values"] = [self.name(v, "node") for v in req.get("values", [])]
+
+    def _pod_affinity(self, pa: dict[str, Any] | None) -> None:
+        if not pa:
+            return
+        terms = list(pa.get("requiredDuringSchedulingIgnoredDuringExecution", []))
+        terms += [w.get("podAffinityTerm", {}) for w in pa.get("preferredDuringSchedulingIgnoredDuringExecution", [])]
+        for t in terms:
+            self._selector(t.get("labelSelector"))
+            self._selector(t.get("namespaceSelector"))
+            t["namespaces"] = [self.name(n, "ns") for n in t.get("namespaces", [])]
+
+    def _taints(self, items: list[dict[str, Any]]) -> None:
+        for t in items:
+            if t.get("value"):
+                t["value"] = self.value(t["value"])
+
+    def node(self, n: dict[str, Any]) -> None:
+        """A Node: name, labels, taint values, image names; annotations and messages dropped."""
+        self._meta(n["metadata"], "node")
+        self._taints(n.get("spec", {}).get("taints", []))
+        st = n.get("status", {})
+        for img in st.get("images", []):
+            img["names"] = [self.name(x, "image") for x in img.get("names", [])]
+
+    def namespace(self, ns: dict[str, Any]) -> None:
+        """A Namespace: name and label values."""
+        self._meta(ns["metadata"], "ns")
+
+    def pod_group(self, pg: dict[str, Any]) -> None:
+        """A PodGroup: name, namespace, labels; its annotations (label keys) are kept."""
+        self._meta(pg["metadata"], "gang", keep_annotations=True)
+
+    def storage_class(self, sc: dict[str, Any]) -> None:
+        """A StorageClass: name and allowed topology values."""
+        self._meta(sc["metadata"], "class")
+        for term in sc.get("allowedTopologies", []):
+            for req in term.get("matchLabelExpressions", []):
+                req["values"] = [self.value(v) for v in req.get("values", [])]
+
+    def pv(self, pv: dict[str, Any]) -> None:
+        """A PersistentVolume: name, claim reference, class, node affinity values."""
+        self._meta(pv["metadata"], "pv", keep_annotations=True)
+        spec = pv.get("spec", {})
+        if spec.get("storageClassName"):
+            spec["storageClassName"] = self.name(spec["storageClassName"], "class")
+        ref = spec.get("claimRef")
+        if ref:
+            ref["name"] = self.name(ref.get("name", ""), "claim")
+            ref["namespace"] = self.name(ref.get("namespace", ""), "ns")
+        req = (spec.get("nodeAffinity") or {}).get("required") or {}
+        for term in req.get("nodeSelectorTerms", []):
+            self._node_selector_term(term)
+
+    def pvc(self, pvc: dict[str, Any]) -> None:
+        """A PersistentVolumeClaim: name, namespace, volume, class, selector, selected node."""
+        md = pvc["metadata"]
+        ann = md.get("annotations", {})
+        self._meta(md, "claim", keep_annotations=True)
+        for k in list(ann):
+            if k == "volume.kubernetes.io/selected-node":
+                ann[k] = self.name(ann[k], "node")
+            elif not k.startswith("pv.kubernetes.io/"):
+                del ann[k]
+        spec = pvc.get("spec", {})
+        if spec.get("volumeName"):
+            spec["volumeName"] = self.name(spec["volumeName"], "pv")
+        if spec.get("storageClassName"):
+            spec["storageClassName"] = self.name(spec["storageClassName"], "class")
+        self._selector(spec.get("selector"))
+
+    def pod(self, p: dict[str, Any]) -> None:
+        """A Pod: identity, labels, node, affinity and spread selectors, images, claim names."""
+        self._meta(p["metadata"], "pod")
+        spec = p.get("spec", {})
+        for key in ("containers", "initContainers"):
+            for i, c in enumerate(spec.get(key, [])):
+                c["name"] = f"{'init' if key == 'initContainers' else 'c'}{i}"
+                if c.get("image"):
+                    c["image"] = self.name(c["image"], "image")
+        if spec.get("nodeName"):
+            spec["nodeName"] = self.name(spec["nodeName"], "node")
+        if "nodeSelector" in spec:
+            spec["nodeSelector"] = self._labels(spec["nodeSelector"])
+        aff = spec.get("affinity") or {}
+        req = (aff.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+        for term in req.get("nodeSelectorTerms", []):
+            self._node_selector_term(term)
+        for pref in (aff.get("nodeAffinity") or {}).get("preferredDuringSchedulingIgnoredDuringExecution", []):
+            self._node_selector_term(pref.get("preference", {}))
+        self._pod_affinity(aff.get("podAffinity"))
+        self._pod_affinity(aff.get("podAntiAffinity"))
+        for tsc in spec.get("topologySpreadConstraints", []):
+            self._selector(tsc.get("labelSelector"))
+        self._taints(spec.get("tolerations", []))
+        for v in spec.get("volumes", []):
+            v["name"] = self.name(v.get("name", ""), "volume")
+            claim = v.get("persistentVolumeClaim")
+            if claim:
+                claim["claimName"] = self.name(claim.get("claimName", ""), "claim")
+        for rc in spec.get("resourceClaims", []):
+            rc["name"] = self.name(rc.get("name", ""), "claim")
+        st = p.get("status", {})
+        if st.get("nominatedNodeName"):
+            st["nominatedNodeName"] = self.name(st["nominatedNodeName"], "node")
+        for cond in st.get("conditions", []):
+            cond.pop("message", None)
+
+    def snapshot(self, snap: ClusterSnapshot) -> ClusterSnapshot:
+        """An anonymised copy of ``snap`` (the original is not changed)."""
+        data = msgspec.to_builtins(snap)
+        order: Sequence[tuple[str, Callable[[dict[str, Any]], None]]] = (
+            ("nodes", self.node),
+            ("namespaces", self.namespace),
+            ("podGroups", self.pod_group),
+            ("storageClasses", self.storage_class),
+            ("persistentVolumes", self.pv),
+            ("persistentVolumeClaims", self.pvc),
+            ("pods", self.pod),
+        )
+        for key, fn in order:
+            for obj in data.get(key, []):
+                fn(obj)
+        data["metadata"] = {**data.get("metadata", {}), "server": "", "anonymized": True}
+        return msgspec.convert(data, ClusterSnapshot)
+
+
+# ---- command ------------------------------------------------------------------------------
+
+
+def parser() -> argparse.ArgumentParser:
+    """``ome-scheduler snapshot`` flags."""
+    p = argparse.ArgumentParser(
+        prog="ome-scheduler snapshot",
+        description="Write the cluster state the scheduler sees (nodes, pods, PodGroups, namespaces, volumes; "
+        "never Secrets) to one file for `ome-scheduler simulate`.",
+    )
+    p.add_argument("file", help="output file: .yaml/.yml for YAML, anything else JSON; - for JSON on stdout")
+    p.add_argument("--kubeconfig", help="kubeconfig (default: KUBECONFIG, ~/.kube/config, in-cluster)")
+    p.add_argument("--master", help="API server URL (overrides the kubeconfig)")
+    p.add_argument("--anonymize", action="store_true", help="replace names and label values consistently")
+    return p
+
+
+async def _take(args: argparse.Namespace) -> ClusterSnapshot | str:
+    """The snapshot, or the error line to print."""
+    try:
+        client = await KubeClient.connect(args.kubeconfig, qps=50.0, burst=100, master=args.master)
+    except Exception as exc:
+        return credentials_error(args.kubeconfig, args.master, exc)
+    try:
+        return await take_snapshot(client)
+    except (*TRANSPORT_ERRORS, ApiError) as exc:
+        return f"cannot list the cluster at {client.server}: {exc}"
+    finally:
+        await client.close()
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run ``ome-scheduler snapshot``; returns the exit status."""
+    args = parser().parse_args(list(argv))
+    snap = asyncio.run(_take(args))
+    if isinstance(snap, str):
+        sys.stderr.write(f"Error: {snap}\n")
+        return 1
+    if args.anonymize:
+        snap = Anonymizer().snapshot(snap)
+    if args.file == "-":
+        sys.stdout.buffer.write(encode_snapshot(snap, Path("stdout.json")))
+        return 0
+    path = Path(args.file)
+    try:
+        path.write_bytes(encode_snapshot(snap, path))
+    except OSError as exc:
+        sys.stderr.write(f"Error: cannot write {path}: {exc.strerror or exc}\n")
+        return 1
+    sys.stderr.write(
+        f"wrote {path}: {len(snap.nodes)} nodes, {len(snap.pods)} pods, {len(snap.pod_groups)} PodGroups, "
+        f"{len(snap.namespaces)} namespaces\n"
+    )
+    return 0

@@ -1,0 +1,321 @@
+"""``ome-scheduler simulate``: the real engine over a snapshot, on a simulated clock.
+
+Scenarios mirror e2e/test_gangs.py (the e2e test ``e2e/test_simulate.py`` compares the two on
+a live cluster); here they run in-process against hand-built snapshots.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+import yaml
+
+from e2e.manifests import HOSTNAME, chart_config, node, pod, pod_group
+from ome_scheduler.api.core import Namespace, Node, Pod
+from ome_scheduler.api.scheduling import PodGroup
+from ome_scheduler.api.snapshot import ClusterSnapshot, SnapshotError, SnapshotMeta, decode_manifests, write_snapshot
+from ome_scheduler.config.load import parse_config
+from ome_scheduler.simreport import SimulationResult, render_text
+from ome_scheduler.simulate import Simulation, VirtualTimeLoop
+
+DK = "example.com/clique"
+NS = "team"
+
+
+def nodes(spec: dict[str, int], **kw: Any) -> list[dict[str, Any]]:
+    return [node(f"{d}-{i}", {DK: d}, **kw) for d, n in spec.items() for i in range(n)]
+
+
+def snap(
+    node_dicts: list[dict[str, Any]], pods: Sequence[dict[str, Any]] = (), pgs: Sequence[dict[str, Any]] = ()
+) -> ClusterSnapshot:
+    def with_uid(o: dict[str, Any]) -> dict[str, Any]:
+        md = o["metadata"]
+        return {**o, "metadata": {**md, "uid": md.get("uid") or f"uid-{md.get('namespace', '')}-{md['name']}"}}
+
+    return ClusterSnapshot(
+        metadata=SnapshotMeta(taken_at="2026-12-01T00:00:00Z"),
+        nodes=[msgspec.convert(n, Node) for n in node_dicts],
+        namespaces=[msgspec.convert({"metadata": {"name": NS}}, Namespace)],
+        pods=[msgspec.convert(with_uid(p), Pod) for p in pods],
+        pod_groups=[msgspec.convert(with_uid(g), PodGroup) for g in pgs],
+    )
+
+
+def typed(objs: list[dict[str, Any]]) -> list[Any]:
+    kinds = {"Pod": Pod, "PodGroup": PodGroup, "Node": Node}
+    return [msgspec.convert(o, kinds[o["kind"]]) for o in objs]
+
+
+def run(s: ClusterSnapshot, added: list[dict[str, Any]], **kw: Any) -> SimulationResult:
+    cfg = parse_config(kw.pop("config", None) or chart_config())
+    return Simulation(cfg, s, typed(added), **kw).run()
+
+
+HELD = "held-elsewhere"
+"""A scheduler name the configuration does not serve: a member created with it is a gang
+template that never reaches Reserve (as e2e's ``HELD_SCHEDULER``)."""
+
+
+def gang(
+    name: str, size: int, *, timeout: int = 300, held: bool = False, gated: bool = False, **kw: Any
+) -> list[dict[str, Any]]:
+    """A PodGroup and its members (one node each); the last member is created first and, with
+    ``held``, for a scheduler nobody serves, or with ``gated``, behind a scheduling gate."""
+    out = [pod_group(name, NS, size, topology_key=DK, timeout=timeout)]
+    for i in [size - 1, *range(size - 1)]:
+        last = i == size - 1
+        extra = dict(kw)
+        if last and held:
+            extra["scheduler"] = HELD
+        if last and gated:
+            extra["gates"] = ["example.com/hold"]
+        out.append(pod(f"{name}-{i}", NS, gang=name, anti_affinity_on=HOSTNAME, **extra))
+    return out
+
+
+def by_name(r: SimulationResult) -> dict[str, Any]:
+    return {p.name: p for p in r.pods}
+
+
+def test_two_gangs_take_the_two_domains_and_a_third_stays_pending_with_its_reason() -> None:
+    added = [o for g in ("ga", "gb", "gc") for o in gang(g, 3)]
+    r = run(snap(nodes({"three": 3, "four": 4})), added)
+    assert r.settled
+    g = {x.gang: x for x in r.gangs}
+    # Best fit: the first gang takes the smallest domain that fits, the second the other one.
+    assert g[f"{NS}/ga"].domains == ["three"] and g[f"{NS}/ga"].status == "bound"
+    assert g[f"{NS}/gb"].domains == ["four"] and g[f"{NS}/gb"].status == "bound"
+    assert g[f"{NS}/gc"].status == "pending" and g[f"{NS}/gc"].bound == 0
+    assert g[f"{NS}/gc"].reason == (
+        f"0/7 nodes are available: no domain has room for gang {NS}/gc. no new claims to deallocate"
+    )
+    pods = by_name(r)
+    assert {pods[f"ga-{i}"].node for i in range(3)} == {"three-0", "three-1", "three-2"}
+    assert pods["gc-0"].status == "pending" and pods["gc-0"].node == ""
+    rows = {d.domain: d for d in r.domains[0].rows}
+    assert (rows["three"].free_nodes_before, rows["three"].free_nodes_after) == (3, 0)
+    assert (rows["four"].room_before, rows["four"].room_after) == (4, 1)
+    assert r.domains[0].resource == "nvidia.com/gpu" and r.domains[0].shape_of == f"{NS}/ga"
+
+
+def test_a_gang_that_cannot_complete_waits_at_permit_holding_its_domain() -> None:
+    r = run(snap(nodes({"a": 3})), gang("g", 3, held=True))
+    assert r.settled and r.simulated_seconds == 0
+    pods = by_name(r)
+    assert pods["g-0"].status == pods["g-1"].status == "waiting"
+    assert pods["g-0"].domain == "a" and pods["g-0"].message.startswith("waiting at Permit on a-")
+    assert "g-2" not in pods  # another scheduler's pod
+    assert r.warnings == [
+        f"pod {NS}/g-2 has schedulerName '{HELD}', which this configuration does not serve: it is not scheduled"
+    ]
+    (g,) = r.gangs
+    assert g.status == "waiting" and g.waiting == 2 and g.domains == ["a"]
+    assert g.events == [f"Pinned: pinned to {DK}=a (3 members of room for 3), holding it"]
+
+
+def test_a_gated_member_keeps_its_gang_from_holding() -> None:
+    r = run(snap(nodes({"a": 3})), gang("g", 3, gated=True))
+    pods = by_name(r)
+    assert pods["g-2"].status == "gated" and pods["g-2"].message == "scheduling gates: example.com/hold"
+    gated = f"0/3 nodes are available: waiting for scheduling-gated members of gang {NS}/g: g-2. no new claims to deallocate"
+    assert pods["g-0"].status == "pending" and pods["g-0"].message == gated
+    (g,) = r.gangs
+    assert g.status == "pending" and g.reason == gated
+
+
+def test_settle_seconds_let_permit_time_out_on_the_simulated_clock() -> None:
+    t0 = time.perf_counter()
+    r = run(snap(nodes({"a": 3})), gang("g", 3, held=True, timeout=3), settle_seconds=5)
+    assert time.perf_counter() - t0 < 10  # simulated seconds, not wall seconds
+    assert r.settled and r.simulated_seconds >= 5
+    (g,) = r.gangs
+    timed_out = "0/1 nodes are available: 1 rejected due to timeout after waiting 3s at plugin OMEGangPack."
+    assert g.reason == timed_out
+    assert g.events[:2] == [
+        f"Pinned: pinned to {DK}=a (3 members of room for 3), holding it",
+        f"HoldReleased: released the hold on {DK}=a: member {NS}/g-1 failed after Reserve",
+    ]
+    for name in ("g-0", "g-1"):  # timed out; nothing wakes them until the gang can complete
+        p = by_name(r)[name]
+        assert (p.status, p.attempts, p.last_failure) == ("pending", 1, timed_out)
+
+
+def test_standalone_pod_is_kept_off_a_forming_gangs_domain() -> None:
+    solo = pod("solo", NS, node_selector={DK: "a"})
+    r = run(snap(nodes({"a": 3})), [*gang("g", 2, held=True), solo])
+    assert by_name(r)["solo"].status == "pending"
+    assert "node is reserved for a forming gang" in by_name(r)["solo"].message
+
+
+def test_bound_members_in_the_snapshot_pin_the_rest_of_their_gang() -> None:
+    bound = pod("m0", NS, gang="g", anti_affinity_on=HOSTNAME, node_name="big-0")
+    s = snap(nodes({"small": 3, "big": 4}), pods=[bound], pgs=[pod_group("g", NS, 3, topology_key=DK)])
+    r = run(s, [pod(f"m{i}", NS, gang="g", anti_affinity_on=HOSTNAME) for i in (1, 2)])
+    (g,) = r.gangs
+    assert g.status == "bound" and g.already_bound == 1 and g.bound == 2 and g.domains == ["big"]
+    rows = {d.domain: d for d in r.domains[0].rows}
+    assert (rows["big"].free_nodes_before, rows["big"].free_nodes_after) == (3, 1)
+
+
+def test_pending_pods_of_the_snapshot_are_scheduled_too() -> None:
+    waiting = pod("early", NS)
+    r = run(snap(nodes({"a": 1}), pods=[waiting]), [])
+    assert [(p.name, p.status, p.node) for p in r.pods] == [("early", "bound", "a-0")]
+
+
+def test_added_pod_without_scheduler_name_is_reported_not_scheduled() -> None:
+    p = pod("plain", NS)
+    del p["spec"]["schedulerName"]
+    r = run(snap(nodes({"a": 1})), [p])
+    assert r.pods == [] and "default-scheduler" in r.warnings[0]
+
+
+def test_added_pod_that_exists_is_an_error() -> None:
+    s = snap(nodes({"a": 1}), pods=[pod("p", NS)])
+    with pytest.raises(SnapshotError, match="already exists"):
+        run(s, [pod("p", NS)])
+
+
+def test_a_simulation_that_never_settles_stops_at_max_seconds(tmp_path: Path) -> None:
+    # A claim that needs provisioning fails PreBind (volumes are not bound here) and is retried
+    # with backoff forever: the run stops at the limit and says so.
+    sc = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "local"}}
+    sc |= {"provisioner": "example.com/csi", "volumeBindingMode": "WaitForFirstConsumer"}
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data", "namespace": NS},
+        "spec": {
+            "storageClassName": "local",
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    p = pod("db", NS)
+    p["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]
+    path = tmp_path / "volumes.yaml"
+    path.write_text(yaml.safe_dump_all([sc, claim, p]))
+    added = decode_manifests(path)
+    cfg = parse_config(chart_config())
+    r = Simulation(cfg, snap(nodes({"a": 1})), added, max_seconds=60).run()
+    assert not r.settled and 55 <= r.simulated_seconds <= 60
+    (db,) = r.pods
+    assert db.status == "pending" and "simulate does not bind volumes" in db.message and db.attempts > 3
+
+
+def test_virtual_time_loop_jumps_over_timers() -> None:
+    loop = VirtualTimeLoop()
+    fired: list[float] = []
+
+    async def main() -> float:
+        loop.call_later(600, lambda: fired.append(loop.time()))
+        await asyncio.sleep(900)
+        return loop.time()
+
+    t0 = time.perf_counter()
+    with asyncio.Runner(loop_factory=lambda: loop) as r:
+        end = r.run(main())
+    assert fired == [600.0] and end == 900.0
+    assert time.perf_counter() - t0 < 2
+
+
+def test_same_seed_same_nodes() -> None:
+    added = [o for g in ("ga", "gb") for o in gang(g, 3)]
+    s = snap(nodes({"three": 3, "four": 4}))
+    a, b = run(s, added, seed=7), run(s, added, seed=7)
+    assert [(p.name, p.node) for p in a.pods] == [(p.name, p.node) for p in b.pods]
+
+
+def test_text_report_names_gangs_pods_and_domains() -> None:
+    added = [o for g in ("ga", "gb", "gc") for o in gang(g, 3)]
+    text = render_text(run(snap(nodes({"three": 3, "four": 4})), added))
+    assert "Gangs: 2 bound, 1 pending" in text
+    assert f"{NS}/gc  3    0/3    pending  -       0/7 nodes are available: no domain has room" in text
+    assert (
+        "Domains under example.com/clique: 2 (2 changed; nvidia.com/gpu free; room counted in members like team/ga's)"
+        in text
+    )
+    assert "four    4      4 -> 1      4 -> 1 of 4" in text
+
+
+# ---- the command ----------------------------------------------------------------------------
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ome_scheduler", *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_command_json_output_and_png(tmp_path: Path) -> None:
+    write_snapshot(snap(nodes({"three": 3, "four": 4})), tmp_path / "snap.yaml")
+    added = [o for g in ("ga", "gb") for o in gang(g, 3)]
+    # YAML as people write it: quantities as numbers.
+    for o in added:
+        if o["kind"] == "Pod":
+            o["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = 1
+    (tmp_path / "add.yaml").write_text(yaml.safe_dump_all(added))
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump(chart_config()))
+    png = tmp_path / "map.png"
+    r = cli(
+        "simulate", "--snapshot", str(tmp_path / "snap.yaml"), "--add", str(tmp_path / "add.yaml"),
+        "--config", str(cfg), "--output", "json", "--png", str(png),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["settled"] is True
+    assert {g["gang"]: g["domains"] for g in out["gangs"]} == {f"{NS}/ga": ["three"], f"{NS}/gb": ["four"]}
+    assert out["domains"][0]["rows"][0]["freeNodesBefore"] == 4
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--snapshot", "/nonexistent.json"], "cannot read snapshot /nonexistent.json"),
+        (["--snapshot", "{snap}", "--add", "{bad}"], "kind Deployment web is not one of"),
+        (["--snapshot", "{snap}", "--config", "{badcfg}"], "invalid configuration: "),
+    ],
+)
+def test_command_bad_input_exits_1_naming_it(tmp_path: Path, args: list[str], needle: str) -> None:
+    write_snapshot(snap(nodes({"a": 1})), tmp_path / "snap.json")
+    (tmp_path / "bad.yaml").write_text("kind: Deployment\nmetadata: {name: web}\n")
+    bad = chart_config()
+    bad["profiles"][0]["pluginConfig"][0]["args"]["gcIntervalSeconds"] = 0
+    (tmp_path / "badcfg.yaml").write_text(yaml.safe_dump(bad))
+    paths = {"snap": tmp_path / "snap.json", "bad": tmp_path / "bad.yaml", "badcfg": tmp_path / "badcfg.yaml"}
+    r = cli("simulate", *[a.format(**paths) for a in args])
+    assert r.returncode == 1 and needle in r.stderr, r.stderr
+
+
+def test_scheduler_flags_still_parse_without_a_subcommand() -> None:
+    r = cli("--secure-port=abc")
+    assert r.returncode == 2 and '"--secure-port"' in r.stderr
+
+
+def test_the_readme_example_prints_what_the_readme_shows() -> None:
+    repo = Path(__file__).resolve().parent.parent
+    r = cli(
+        "simulate",
+        "--snapshot",
+        str(repo / "examples/simulate/snapshot.json"),
+        "--add",
+        str(repo / "examples/simulate/replicas.yaml"),
+    )
+    assert r.returncode == 0, r.stderr
+    readme = (repo / "README.md").read_text()
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("Simulated 33 added object(s) on a snapshot of 52 nodes, 24 pods and 3 PodGroups")
+    for line in lines[1:]:  # the first line carries the wall time
+        assert line in readme, line

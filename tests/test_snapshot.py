@@ -1,0 +1,163 @@
+"""``ome-scheduler snapshot``: listing (against a real HTTP server), the file format, anonymising."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from e2e.manifests import HOSTNAME, chart_config, node, pod, pod_group
+from ome_scheduler.api.core import Namespace, Node, Pod
+from ome_scheduler.api.scheduling import PodGroup
+from ome_scheduler.api.snapshot import (
+    ClusterSnapshot,
+    SnapshotError,
+    SnapshotMeta,
+    decode_manifests,
+    read_snapshot,
+    write_snapshot,
+)
+from ome_scheduler.config.load import parse_config
+from ome_scheduler.simulate import Simulation
+from ome_scheduler.snapshot import Anonymizer, take_snapshot
+from tests.apiserver import FakeApiServer
+
+DK = "example.com/clique"
+
+
+def with_uid(o: dict[str, Any]) -> dict[str, Any]:
+    md = o["metadata"]
+    return {**o, "metadata": {**md, "uid": f"uid-{md.get('namespace', '')}-{md['name']}"}}
+
+
+def test_take_snapshot_lists_every_page_and_skips_what_it_cannot_read(capsys: pytest.CaptureFixture[str]) -> None:
+    async def main() -> tuple[ClusterSnapshot, FakeApiServer]:
+        async with FakeApiServer() as api:
+            api.lists["/api/v1/nodes"] = [node(f"n{i:04d}", {DK: f"d{i // 8}"}) for i in range(1003)]
+            api.lists["/api/v1/namespaces"] = [{"metadata": {"name": "team", "labels": {"env": "prod"}}}]
+            good = with_uid(pod("p", "team", gang="g"))
+            bad = with_uid(pod("q", "team"))
+            bad["spec"]["containers"] = "not-a-list"
+            api.lists["/api/v1/pods"] = [good, bad]
+            api.lists["/apis/storage.k8s.io/v1/storageclasses"] = []
+            api.lists["/api/v1/persistentvolumes"] = []
+            api.lists["/api/v1/persistentvolumeclaims"] = []
+            # No PodGroup list: the CRD is not installed (404).
+            return await take_snapshot(api.client()), api
+
+    snap, api = asyncio.run(main())
+    assert [n.metadata.name for n in snap.nodes][:2] == ["n0000", "n0001"] and len(snap.nodes) == 1003
+    assert len(api.sent("GET", "/api/v1/nodes")) == 3  # 500 + 500 + 3
+    pods_get = api.sent("GET", "/api/v1/pods")[0]
+    assert pods_get.query["fieldSelector"] == "status.phase!=Succeeded,status.phase!=Failed"
+    assert [p.metadata.name for p in snap.pods] == ["p"]
+    assert snap.pod_groups == [] and snap.namespaces[0].metadata.labels == {"env": "prod"}
+    assert not any("secrets" in r.path or "configmaps" in r.path for r in api.requests)
+    err = capsys.readouterr().err
+    assert "skipping an object that cannot be read" in err and "podgroups not served" in err
+    assert snap.metadata.server.startswith("http://127.0.0.1:") and snap.metadata.taken_at.endswith("Z")
+
+
+def sample() -> ClusterSnapshot:
+    nodes = [node(f"gpu-{d}{i}", {DK: d}) for d in ("a", "b") for i in range(3)]
+    pods = [
+        with_uid(pod("m0", "team", gang="g", anti_affinity_on=HOSTNAME, node_name="gpu-b0")),
+        with_uid(pod("solo", "team", node_selector={DK: "a"})),
+    ]
+    return ClusterSnapshot(
+        metadata=SnapshotMeta(taken_at="2026-12-01T00:00:00Z", server="https://10.0.0.1:6443"),
+        nodes=[msgspec.convert(n, Node) for n in nodes],
+        namespaces=[msgspec.convert({"metadata": {"name": "team"}}, Namespace)],
+        pods=[msgspec.convert(p, Pod) for p in pods],
+        pod_groups=[msgspec.convert(with_uid(pod_group("g", "team", 3, topology_key=DK)), PodGroup)],
+    )
+
+
+@pytest.mark.parametrize("name", ["snap.json", "snap.yaml"])
+def test_file_round_trip(tmp_path: Path, name: str) -> None:
+    s = sample()
+    write_snapshot(s, tmp_path / name)
+    assert read_snapshot(tmp_path / name) == s
+
+
+def test_a_file_that_is_not_a_snapshot_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "x.yaml").write_text("apiVersion: v1\nkind: Pod\n")
+    with pytest.raises(SnapshotError, match="is not snapshot.ome.io/v1alpha1/ClusterSnapshot"):
+        read_snapshot(tmp_path / "x.yaml")
+    (tmp_path / "y.json").write_text('{"nodes": "no"}')
+    with pytest.raises(SnapshotError, match=r"\$\.nodes"):
+        read_snapshot(tmp_path / "y.json")
+
+
+def test_manifests_accept_lists_documents_and_numeric_quantities(tmp_path: Path) -> None:
+    (tmp_path / "m.yaml").write_text(
+        "apiVersion: v1\nkind: List\nitems:\n- {kind: Namespace, metadata: {name: x}}\n"
+        "---\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - resources: {requests: {nvidia.com/gpu: 8, cpu: 0.5}}\n"
+    )
+    ns, p = decode_manifests(tmp_path / "m.yaml")
+    assert isinstance(ns, Namespace) and isinstance(p, Pod)
+    assert p.spec.containers[0].resources.requests == {"nvidia.com/gpu": "8", "cpu": "0.5"}
+
+
+def test_anonymize_replaces_names_consistently_and_keeps_semantics() -> None:
+    s = sample()
+    a = Anonymizer().snapshot(s)
+    assert a.metadata.anonymized and a.metadata.server == ""
+    names = {n.metadata.name for n in a.nodes}
+    assert all(n.startswith("node-") for n in names)
+    for n in a.nodes:
+        assert n.metadata.labels[HOSTNAME] == n.metadata.name  # the same placeholder everywhere
+        assert n.metadata.labels[DK].startswith("value-")
+    m0 = next(p for p in a.pods if p.spec.node_name)
+    assert m0.spec.node_name in names
+    pg = a.pod_groups[0]
+    assert m0.metadata.labels["scheduling.x-k8s.io/pod-group"] == pg.metadata.name
+    assert pg.metadata.annotations == {"ome.io/topology-key": DK}  # a label key, kept
+    aff = m0.spec.affinity
+    assert aff is not None and aff.pod_anti_affinity is not None
+    sel = aff.pod_anti_affinity.required_during_scheduling_ignored_during_execution[0].label_selector
+    assert sel is not None and sel.match_labels == {"app": m0.metadata.labels["app"]}
+    original_names = {"gpu-a0", "team", "m0", "solo", "g"}
+    text = msgspec.json.encode(a).decode()
+    assert not any(f'"{x}"' in text for x in original_names)
+
+    # The simulation sees the same cluster: the gang completes in the domain of its bound member.
+    cfg = parse_config(chart_config())
+    for snap in (s, a):
+        ns = snap.namespaces[0].metadata.name
+        gname = snap.pod_groups[0].metadata.name
+        adds = [msgspec.convert(pod(f"extra-{i}", ns, gang=gname, anti_affinity_on=HOSTNAME), Pod) for i in range(2)]
+        # the added members carry the anonymised app label of their gang
+        adds = [
+            msgspec.structs.replace(p, metadata=msgspec.structs.replace(p.metadata, labels=dict(m0_labels(snap))))
+            for p in adds
+        ]
+        r = Simulation(cfg, snap, adds).run()
+        (g,) = r.gangs
+        assert g.status == "bound" and len(g.domains) == 1
+        bound_node = next(p for p in snap.pods if p.spec.node_name).spec.node_name
+        domain = next(n.metadata.labels[DK] for n in snap.nodes if n.metadata.name == bound_node)
+        assert g.domains == [domain]
+        solo = next(p for p in r.pods if not p.gang)
+        assert solo.status == "bound"
+
+
+def m0_labels(snap: ClusterSnapshot) -> dict[str, str]:
+    return dict(next(p for p in snap.pods if p.spec.node_name).metadata.labels)
+
+
+def test_snapshot_command_without_credentials_exits_1(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "ome_scheduler", "snapshot", str(tmp_path / "s.json"), "--kubeconfig=/nonexistent"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert r.returncode == 1 and "cannot read kubeconfig /nonexistent (--kubeconfig)" in r.stderr, r.stderr
+    assert not (tmp_path / "s.json").exists()
