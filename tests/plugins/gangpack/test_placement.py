@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from itertools import product
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, template_signature
-from ome_scheduler.plugins.gangpack.placement import GangPlanner, best_fit, group_by_domain
+from ome_scheduler.plugins.gangpack.placement import GangPlanner, best_fit, group_by_domain, max_flow
 from tests.builders import make_node, make_pod, node_info
 
 DK = "topology.ome.io/domain"
@@ -162,13 +167,6 @@ def test_planning_at_fleet_size() -> None:
 
 
 # ---- the shape-group flow against brute force ------------------------------------------------
-
-from itertools import product  # noqa: E402
-
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from ome_scheduler.plugins.gangpack.placement import GangPlanner, max_flow  # noqa: E402
 
 
 def brute_force_assignable(shapes: list[int], fits: list[set[int]], caps: list[int], limit: int) -> int:
