@@ -41,6 +41,8 @@ from ome_scheduler.util.timestamps import parse_rfc3339
 log = get_logger()
 
 NAME = "OMEGangPack"
+MAX_TOPOLOGY_KEYS = 16
+"""Topology keys whose domains the ``ome_scheduler_domain_*`` gauges cover (most recent first)."""
 MAX_INDEXES = 16
 """Room indexes kept (one per topology key and member shape), least recently used dropped."""
 
@@ -274,7 +276,12 @@ class GangManager:
             return Status.unschedulable(f"waiting for gang sibling {sib.key} to be placed")
 
         opn = one_per_node(templates)
-        self.shapes[tk] = pod
+        self.shapes.pop(tk, None)
+        self.shapes[tk] = pod  # most recently planned key last
+        while len(self.shapes) > MAX_TOPOLOGY_KEYS:
+            # Each gang may name its own key: keep the gauges (one series per domain of every
+            # key) bounded to the keys planned most recently.
+            self.shapes.pop(next(iter(self.shapes)))
         planner: GangPlanner[PodInfo, NodeInfo] = GangPlanner(
             templates, need, member_capacity, one_per_node=opn, signature=template_signature
         )
