@@ -95,15 +95,10 @@ class LeaderElector:
     @classmethod
     def from_config(cls, client: KubeClient, le: LeaderElection, metrics: Metrics | None = None) -> LeaderElector:
         """A candidate for the Lease that ``leaderElection`` (with the --leader-elect* flags) names."""
-        return cls(
-            client,
-            namespace=le.resource_namespace,
-            name=le.resource_name,
-            lease_duration=le.lease_duration,
-            renew_deadline=le.renew_deadline,
-            retry_period=le.retry_period,
-            metrics=metrics,
-        )
+        elector = cls(client, namespace=le.resource_namespace, name=le.resource_name, metrics=metrics)
+        elector.lease_duration, elector.renew_deadline = le.lease_duration, le.renew_deadline
+        elector.retry_period = le.retry_period
+        return elector
 
     @property
     def path(self) -> str:

@@ -423,18 +423,17 @@ class Simulation:
         h = self.scheduler.handlers
         vol = self.scheduler.volumes
         snap = self.snapshot
-        for ns in snap.namespaces:
-            h.on_namespace_add(ns)
-        for node in snap.nodes:
-            h.on_node_add(node)
-        for sc in snap.storage_classes:
-            vol.on_class_add(sc)
-        for pv in snap.persistent_volumes:
-            vol.on_pv_add(pv)
-        for pvc in snap.persistent_volume_claims:
-            vol.on_pvc_add(pvc)
-        for pg in snap.pod_groups:
-            h.on_pod_group_add(pg)
+        feeds: list[tuple[Sequence[Any], Callable[[Any], None]]] = [
+            (snap.namespaces, h.on_namespace_add),
+            (snap.nodes, h.on_node_add),
+            (snap.storage_classes, vol.on_class_add),
+            (snap.persistent_volumes, vol.on_pv_add),
+            (snap.persistent_volume_claims, vol.on_pvc_add),
+            (snap.pod_groups, h.on_pod_group_add),
+        ]
+        for objects, add in feeds:
+            for obj in objects:
+                add(obj)
         for pod in sorted(snap.pods, key=lambda p: not p.spec.node_name):
             if pod.status.phase not in ("Succeeded", "Failed"):
                 h.on_pod_add(pod)
