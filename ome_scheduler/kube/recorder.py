@@ -3,7 +3,7 @@
 Mirrors client-go's ``tools/events`` broadcaster as kube-scheduler uses it: the reporting
 controller is the profile's scheduler name and the reporting instance
 ``{schedulerName}-{hostname}``; an event isomorphic to one recorded in the last 6 minutes
-(same regarding object and resourceVersion, type, action, reason, controller) becomes a
+(same regarding object and resourceVersion, type, action, reason, controller, and note) becomes a
 series (one PATCH to ``count: 2``, or a create with that series when the PATCH finds no event,
 as ``recordEvent`` does; later repeats are only counted), and failed writes are retried up to
 12 times about 10 s apart. The PodScheduled condition is patched like
@@ -116,7 +116,10 @@ class Recorder:
             if now - first.created <= FINISH_TIME:
                 break
             del self._cache[k0]
-        key = (type_, action, reason, controller, kind, md.namespace, md.name, md.uid, md.resource_version)
+        # client-go's key leaves the note out and counts on the object's resourceVersion to change
+        # between different messages; our status patch and its informer update can lag behind
+        # the next attempt, so a new message would be swallowed as a repeat: the note is in.
+        key = (type_, action, reason, controller, kind, md.namespace, md.name, md.uid, md.resource_version, note)
         cached = self._cache.get(key)
         if cached is not None:
             # Only the first repeat is written (it turns the event into a series); later ones are
