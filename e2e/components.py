@@ -25,6 +25,8 @@ from e2e.pki import admin_ssl_context
 
 E2E_DIR: Final = Path(__file__).resolve().parent
 KWOK_STAGES_FILE: Final = E2E_DIR / "kwok-stages.yaml"
+AUDIT_POLICY_FILE: Final = E2E_DIR / "audit-policy.yaml"
+"""Every request at Metadata level (``e2e/audit.py`` reads the log it produces)."""
 SERVICE_CIDR: Final = "10.0.0.0/24"
 SA_ISSUER: Final = "https://kubernetes.default.svc.cluster.local"
 ALWAYS_ALLOW_PATHS: Final = "/healthz,/readyz,/livez,/metrics"
@@ -80,11 +82,15 @@ def etcd(bin_dir: Path, data_dir: Path, port: int, peer_port: int) -> Component:
     return Component("etcd", argv, port, "/health", healthy, timeout=ETCD_TIMEOUT, interval=0.1)
 
 
-def apiserver(bin_dir: Path, pki: Path, port: int, etcd_port: int, *, bench: bool = False) -> Component:
+def apiserver(
+    bin_dir: Path, pki: Path, port: int, etcd_port: int, *, bench: bool = False, audit_log: Path | None = None
+) -> Component:
     """kube-apiserver on ``https://127.0.0.1:<port>`` with the PKI in ``pki`` (see ``pki.write_pki``).
 
     Ready when ``/readyz`` answers ``ok`` to the admin user. ``bench`` removes the request limits
-    and the admission plugins that need KCM (scheduler_perf's settings).
+    and the admission plugins that need KCM (scheduler_perf's settings). ``audit_log``: write the
+    audit events of :data:`AUDIT_POLICY_FILE` there (one JSON object per line, rotated into
+    ``audit-<time>.log`` files next to it every 100 MB, none deleted).
     """
     argv = [
         str(bin_dir / "kube-apiserver"),
@@ -111,6 +117,8 @@ def apiserver(bin_dir: Path, pki: Path, port: int, etcd_port: int, *, bench: boo
         f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
         "--v=1",
     ]
+    if audit_log is not None:
+        argv += [f"--audit-policy-file={AUDIT_POLICY_FILE}", f"--audit-log-path={audit_log}", "--audit-log-maxsize=100"]
     if bench:
         # scheduler_perf's settings: no request limits, and nodes usable without KCM.
         argv += [

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import httpx
 import yaml
 
+from e2e import tokens
 from e2e.cluster import Cluster, node_not_ready
 from e2e.manifests import HOSTNAME, POD_GROUP_LABEL, SCHEDULER_NAME, TOPOLOGY_ANNOTATION, pod, pod_group, unique
 from e2e.manifests import chart_config as chart_config  # re-exported: tests/ and bench/ import it from here
@@ -32,6 +33,11 @@ from e2e.manifests import kube_counterpart_config as kube_counterpart_config  # 
 from e2e.processes import free_ports
 
 REPO = Path(__file__).resolve().parent.parent
+CHART = REPO / "helm" / "ome-scheduler"
+RELEASE = "ome-scheduler"
+"""The release name of the chart's e2e installs (and so its ServiceAccount, Lease and objects)."""
+RELEASE_NS = "ome"
+"""The namespace of the chart's e2e installs, as in the user guide."""
 
 T = TypeVar("T")
 
@@ -166,11 +172,16 @@ class Api:
                         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
                     },
                 )
+        return self.request_token(name, namespace)
+
+    def request_token(self, name: str, namespace: str = "default", seconds: int = 3600) -> str:
+        """A token of ServiceAccount ``namespace/name`` valid ``seconds`` (a TokenRequest), recorded
+        in ``e2e.tokens`` (no log may hold it)."""
         tr = self.post(
             f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
-            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": seconds}},
         )
-        return str(tr["status"]["token"])
+        return tokens.remember(str(tr["status"]["token"]))
 
     def pod(self, ns: str, name: str) -> Any:
         return self.get(f"/api/v1/namespaces/{ns}/pods/{name}")
@@ -222,6 +233,18 @@ class Api:
         return [str(e.get("note", "")) for e in self.events(ns, pod) if e.get("reason") == reason]
 
 
+def helm(cluster: Cluster, *args: str, timeout: float = 180.0) -> subprocess.CompletedProcess[str]:
+    """Run the cached helm with the admin kubeconfig; the caller checks ``returncode``."""
+    cmd = [str(cluster.bin_dir / "helm"), f"--kubeconfig={cluster.kubeconfig}", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def remove_release(cluster: Cluster) -> None:
+    """Uninstall the chart's e2e release (if any) and delete its namespace, waiting for both."""
+    helm(cluster, "uninstall", RELEASE, "--namespace", RELEASE_NS, "--ignore-not-found", "--wait", "--timeout", "120s")
+    cluster.kubectl("delete", "namespace", RELEASE_NS, "--ignore-not-found", "--wait=true", timeout=120)
+
+
 def _json(body: Any) -> bytes:
     return json.dumps(body).encode()
 
@@ -268,7 +291,8 @@ class SchedulerProcess:
         ]
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> SchedulerProcess:
+    def launch(self) -> SchedulerProcess:
+        """Start the process without waiting for anything (``start`` waits until it has synced)."""
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             self.argv,
@@ -278,6 +302,10 @@ class SchedulerProcess:
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
             start_new_session=True,
         )
+        return self
+
+    def start(self) -> SchedulerProcess:
+        self.launch()
         wait_for(
             "ome-scheduler informers synced",
             lambda: self.alive_or_raise() and "informers synced" in self.log(),
