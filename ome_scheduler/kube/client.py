@@ -39,6 +39,7 @@ import msgspec
 
 from ome_scheduler.api.core import PodHead
 from ome_scheduler.api.meta import Status
+from ome_scheduler.kube.credentials import default_kubeconfig
 
 USER_AGENT = "ome-scheduler/0.1.0"
 _STATUS = msgspec.json.Decoder(Status)
@@ -217,7 +218,7 @@ class KubeClient:
         """
         from kr8s._auth import KubeAuth
 
-        auth = KubeAuth(kubeconfig=kubeconfig, url=master)
+        auth = KubeAuth(kubeconfig=kubeconfig or default_kubeconfig(), url=master)
         await auth.reauthenticate()
         ctx = await auth.ssl_context()  # type: ignore[no-untyped-call]
         return cls(auth.server, ctx, auth.token, qps=qps, burst=burst, auth=auth)
