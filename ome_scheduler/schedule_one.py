@@ -43,6 +43,16 @@ from ome_scheduler.metrics import Metrics
 
 log = get_logger()
 
+NOMINATE_AFTER_S = 1.0
+"""Seconds a pod waits at Permit before its ``nominatedNodeName`` is patched.
+
+Upstream (NominatedNodeNameForExpectation, ``pkg/scheduler/schedule_one.go`` bindingCycle)
+patches before waiting, to tell the cluster autoscaler and other schedulers where a waiting pod
+is about to go, and skips the patch when the pod "will be soon bound anyway". Most gangs finish
+forming within milliseconds of their last member's cycle, so that patch would be one extra
+write per member, as costly to the API server as the Binding that follows; waiting this long
+first keeps it for the waits that last.
+"""
 PLUGIN_METRICS_SAMPLE_PERCENT = 10
 """Share of cycles whose per-plugin durations are observed (kube-scheduler's pluginMetricsSamplePercent)."""
 
@@ -150,8 +160,11 @@ class ScheduleOne:
         try:
             wp = fw.waiting_pods.get(assumed.pod_key)
             if wp is not None:
-                # NominatedNodeNameForExpectation: show where the waiting pod is about to go.
-                await self.recorder.nominate(q.pod, host, abandon=wp.settled)
+                # NominatedNodeNameForExpectation: show where the waiting pod is about to go,
+                # once it has waited long enough for that to be news (NOMINATE_AFTER_S).
+                await asyncio.wait((wp.settled,), timeout=NOMINATE_AFTER_S)
+                if not wp.settled.done():
+                    await self.recorder.nominate(q.pod, host, abandon=wp.settled)
                 st = await fw.wait_on_permit(assumed)
                 if st is not None:
                     fit_error = None
