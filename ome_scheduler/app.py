@@ -295,6 +295,7 @@ async def amain(opts: Options) -> int:
             tg.cancel_scope.cancel()
     finally:
         await client.close()
+        await app.recorder.close()
         await app.endpoint.close()
     log.info("ome-scheduler stopped", v=0)
     return 0
