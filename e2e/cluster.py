@@ -165,6 +165,12 @@ class Cluster:
         return self.state_dir / "logs"
 
     @property
+    def audit_log(self) -> Path:
+        """``<state_dir>/logs/audit.log``: the apiserver's audit log (JSON lines; none in
+        benchmark mode). Rotated files sit next to it as ``audit-<time>.log``."""
+        return self.log_dir / "audit.log"
+
+    @property
     def kubeconfig(self) -> Path:
         """The admin kubeconfig (user ``admin``, group ``system:masters``)."""
         return self.state_dir / "admin.kubeconfig"
@@ -339,7 +345,14 @@ class Cluster:
         self._start(components.etcd(bin_dir, self.state_dir / "etcd", ports["etcd"], ports["etcd-peer"]))
         self._log("etcd healthy")
         timings["etcd"] = time.monotonic() - t0
-        self._start(components.apiserver(bin_dir, pki, ports["kube-apiserver"], ports["etcd"], bench=self.bench))
+        audit = None
+        if not self.bench:
+            policy = self.state_dir / "audit-policy.yaml"
+            policy.write_text(yaml.safe_dump(components.AUDIT_POLICY, sort_keys=False))
+            audit = (policy, self.audit_log)
+        self._start(
+            components.apiserver(bin_dir, pki, ports["kube-apiserver"], ports["etcd"], bench=self.bench, audit=audit)
+        )
         version = self.api_json("/version").get("gitVersion")
         if version != K8S_VERSION:
             log_file = self.log_dir / "kube-apiserver.log"

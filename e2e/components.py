@@ -10,6 +10,10 @@ kube-controller-manager creates the default ServiceAccounts; ``TaintNodesByCondi
 because kwok reports nodes Ready and kube-controller-manager's node-lifecycle controller then
 removes the ``node.kubernetes.io/not-ready`` taint, as on a real cluster. Benchmark mode turns
 them off instead, with the request limits (scheduler_perf's settings).
+
+Audit: outside benchmark mode the apiserver writes an audit log (``AUDIT_POLICY``: every request
+at ``Metadata`` level, JSON lines, ``<state>/logs/audit.log``) so fault tests can prove who sent
+what and when (``e2e.helpers.audit_events``).
 """
 
 from __future__ import annotations
@@ -34,6 +38,15 @@ COMPONENTS: Final = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-
 REQUIRED_BINARIES: Final = (*COMPONENTS, "kubectl")
 #: ``down`` stops other processes (ome-scheduler) first, then these groups in turn.
 STOP_ORDER: Final = (("kwok", "kube-scheduler", "kube-controller-manager"), ("kube-apiserver",), ("etcd",))
+
+#: One policy for every test that reads the audit log: every request at Metadata level (who,
+#: verb, object, user agent, source, timestamps; no bodies), from the response on.
+AUDIT_POLICY: Final = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [{"level": "Metadata"}],
+}
 
 ETCD_TIMEOUT: Final = 15.0
 APISERVER_TIMEOUT: Final = 90.0
@@ -80,11 +93,15 @@ def etcd(bin_dir: Path, data_dir: Path, port: int, peer_port: int) -> Component:
     return Component("etcd", argv, port, "/health", healthy, timeout=ETCD_TIMEOUT, interval=0.1)
 
 
-def apiserver(bin_dir: Path, pki: Path, port: int, etcd_port: int, *, bench: bool = False) -> Component:
+def apiserver(
+    bin_dir: Path, pki: Path, port: int, etcd_port: int, *, bench: bool = False, audit: tuple[Path, Path] | None = None
+) -> Component:
     """kube-apiserver on ``https://127.0.0.1:<port>`` with the PKI in ``pki`` (see ``pki.write_pki``).
 
     Ready when ``/readyz`` answers ``ok`` to the admin user. ``bench`` removes the request limits
-    and the admission plugins that need KCM (scheduler_perf's settings).
+    and the admission plugins that need KCM (scheduler_perf's settings). ``audit`` is (policy
+    file, log file): the audit log backend writes JSON lines there, synchronously (``blocking``
+    mode), rotated at 200 MB with 5 backups kept next to it.
     """
     argv = [
         str(bin_dir / "kube-apiserver"),
@@ -111,6 +128,16 @@ def apiserver(bin_dir: Path, pki: Path, port: int, etcd_port: int, *, bench: boo
         f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
         "--v=1",
     ]
+    if audit is not None:
+        policy, log = audit
+        argv += [
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={log}",
+            "--audit-log-format=json",
+            "--audit-log-mode=blocking",
+            "--audit-log-maxsize=200",
+            "--audit-log-maxbackup=5",
+        ]
     if bench:
         # scheduler_perf's settings: no request limits, and nodes usable without KCM.
         argv += [

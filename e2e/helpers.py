@@ -247,8 +247,11 @@ class SchedulerProcess:
         v: int = 4,
         extra_args: Sequence[str] = (),
         kubeconfig: Path | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.cluster = cluster
+        self.env = dict(env or {})
+        """Extra environment variables (test hooks such as ``OME_SCHEDULER_TEST_STALL_SIGNAL``)."""
         self.dir = cluster.state_dir / "schedulers" / unique(name)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.config_path = self.dir / "config.yaml"
@@ -275,7 +278,7 @@ class SchedulerProcess:
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=REPO,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
             start_new_session=True,
         )
         wait_for(
@@ -365,6 +368,26 @@ def temp_nodes(api: Api, nodes: Sequence[Mapping[str, Any]], ready_timeout: floa
     finally:
         for name in names:
             api.delete_node(name)
+
+
+def audit_events(cluster: Cluster) -> list[dict[str, Any]]:
+    """Every event of the apiserver's audit log (``Cluster.audit_log`` and its rotated files),
+    in the order written (``audit.k8s.io/v1`` Event objects at Metadata level: ``verb``,
+    ``user.username``, ``userAgent``, ``objectRef``, ``responseStatus``,
+    ``requestReceivedTimestamp``...).
+
+    Raises AssertionError when the cluster writes no audit log (benchmark mode, or a cluster
+    started before audit logging was added: ``python -m e2e.cluster down`` and start afresh).
+    """
+    log = cluster.audit_log
+    assert log.exists(), f"no audit log at {log}: restart the cluster (python -m e2e.cluster down)"
+    out: list[dict[str, Any]] = []
+    for path in [*sorted(log.parent.glob("audit-*.log")), log]:  # rotated backups first
+        with path.open(errors="replace") as f:
+            for line in f:
+                if line.strip():
+                    out.append(json.loads(line))
+    return out
 
 
 # ---- assertions ------------------------------------------------------------------------

@@ -97,6 +97,9 @@ class Informer(Generic[T]):
         self.client = client
         self.metrics = metrics
         """Where relists and watch restarts are counted (``ome_scheduler_informer_*``), if anywhere."""
+        if metrics is not None:  # exported as 0 from the start, so rate() works before the first one
+            metrics.informer_relists.labels(name)
+            metrics.informer_watch_restarts.labels(name)
         self.path = path
         self.name = name
         self.params = params or {}
