@@ -222,13 +222,16 @@ def leader_fault(
                 assert len(api.event_notes(ns, p, "Scheduled")) <= 1, f"{p} bound twice"
             assert_invariants(api, ns, dk)
             log = leader.log()
-            fenced = log.count("fenced: ")
+            lines = log.splitlines()
+            refused_binds = sum(1 for ln in lines if '"Failed to bind pod"' in ln and "fenced: " in ln)
+            refused_permits = sum(1 for ln in lines if "Permit allowed a pod on a fenced leader" in ln)
             with capsys.disabled():
                 print(
                     f"\n  {fault}: the leader exited {gone_after:.2f} s after the fault began (status {code}); the"
                     f" standby held the lease after {takeover:.1f} s; last Binding by the old leader"
                     f" {acquired - last_old:.1f} s before the new acquireTime; {len(by_old)} Bindings by the"
-                    f" old leader, {len(by_new)} by the new one, {len(names)} pods; {fenced} writes fenced off"
+                    f" old leader, {len(by_new)} by the new one, {len(names)} pods; the fence refused {refused_binds}"
+                    f" Bindings and {refused_permits} Permit releases of the old leader"
                 )
             return Outcome(code, log, gone_after, takeover, old_user, new_user)
     finally:
