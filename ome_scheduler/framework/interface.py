@@ -401,8 +401,15 @@ class EventRecorder(Protocol):
 class Binder(Protocol):
     """The port DefaultBinder binds through (``kube.client.KubeClient`` in production)."""
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
-        """POST ``pods/{name}/binding`` to ``node``; raises on any API failure."""
+    async def bind(
+        self, namespace: str, name: str, uid: str, node: str, *, guard: Callable[[], None] | None = None
+    ) -> None:
+        """POST ``pods/{name}/binding`` to ``node``; raises on any API failure.
+
+        ``guard``, when given, is called right before each attempt (retries included) is
+        sent; whatever it raises aborts the bind unsent and propagates (the fence,
+        ``framework/fence.py``).
+        """
         ...
 
 
@@ -410,7 +417,16 @@ class ApiWriter(Protocol):
     """The port VolumeBinding's PreBind patches PersistentVolumes and claims through."""
 
     async def patch(self, path: str, body: Any, content_type: str = ..., **kw: Any) -> bytes:
-        """JSON merge PATCH of ``path``; raises on API errors."""
+        """JSON merge PATCH of ``path``; raises on API errors. ``guard=`` in ``kw`` works as
+        :meth:`Binder.bind`'s."""
+        ...
+
+
+class WriteFence(Protocol):
+    """What the framework runtime asks of the fence (``framework.fence.Fence``)."""
+
+    def reason(self) -> str | None:
+        """None while this process may send scheduling decisions, else why not."""
         ...
 
 
@@ -419,7 +435,9 @@ class FrameworkOptions:
     """What plugin constructors may read besides their own arguments and the Handle.
 
     ``binder`` and ``api_writer`` are None when plugins are built only to validate a
-    configuration (``ome-scheduler`` checks every profile before it connects).
+    configuration (``ome-scheduler`` checks every profile before it connects). ``fence`` is
+    consulted by the runtime before a pod allowed at Permit proceeds to binding (None: no
+    leader election, nothing to fence); the write ports come already fenced.
     """
 
     scheduler_name: str
@@ -427,6 +445,7 @@ class FrameworkOptions:
     parallelism: int = 16
     binder: Binder | None = None
     api_writer: ApiWriter | None = None
+    fence: WriteFence | None = None
 
 
 PluginFactory = Callable[[Any, Handle, FrameworkOptions], Plugin]

@@ -177,6 +177,7 @@ class Framework:
         self.metrics = options.metrics
         self.handle = handle
         self.waiting_pods = WaitingPodsMap()
+        self.fence = options.fence
         self.equivalence = EquivalenceCache()
         self._point_children: dict[tuple[str, str], Any] = {}
         plugins = merge_plugins(default_plugins.model_copy(deep=True), profile.plugins)
@@ -609,7 +610,12 @@ class Framework:
         return ret
 
     async def wait_on_permit(self, pod: PodInfo) -> Status | None:
-        """``WaitOnPermit``: block until the waiting pod is allowed or rejected."""
+        """``WaitOnPermit``: block until the waiting pod is allowed or rejected.
+
+        An allowed pod is released to its binding cycle only through the fence
+        (``framework/fence.py``): on a leader whose lease may have passed to another, the wait
+        ends with an Error status instead, and the pod is unreserved and requeued.
+        """
         wp = self.waiting_pods.get(pod.pod_key)
         if wp is None:
             return None
@@ -618,6 +624,9 @@ class Framework:
             s = await wp.wait()
         finally:
             self.waiting_pods.remove(pod.pod_key)
+        if s is None and self.fence is not None and (why := self.fence.reason()) is not None:
+            log.error("Permit allowed a pod on a fenced leader; not binding it", pod=pod.key, reason=why)
+            s = Status(Code.ERROR, f"not released from Permit: fenced: {why}")
         code = "Success" if s is None else s.code.label()
         self.metrics.permit_wait_duration.labels(code).observe(time.perf_counter() - start)
         return s
