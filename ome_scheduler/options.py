@@ -49,7 +49,7 @@ Bool = Annotated[bool | None, BeforeValidator(_bool)]
 
 
 class Options(BaseSettings):
-    """ome-scheduler schedules gangs of pods (kube-scheduler's flags); offline: `snapshot --help`, `simulate --help`."""
+    """ome-scheduler schedules gangs of pods (kube-scheduler's flags); tools: snapshot, simulate, explain (--help)."""
 
     model_config = SettingsConfigDict(
         env_prefix="OME_SCHEDULER_",

@@ -309,12 +309,13 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-async def _take(args: argparse.Namespace) -> ClusterSnapshot | str:
-    """The snapshot, or the error line to print."""
+async def take(kubeconfig: str | None, master: str | None) -> ClusterSnapshot | str:
+    """Connect with ``kubeconfig`` (``master`` overrides its server) and take a snapshot; a
+    string is the error line to print (credentials, or the cluster could not be listed)."""
     try:
-        client = await KubeClient.connect(args.kubeconfig, qps=50.0, burst=100, master=args.master)
+        client = await KubeClient.connect(kubeconfig, qps=50.0, burst=100, master=master)
     except Exception as exc:
-        return credentials_error(args.kubeconfig, args.master, exc)
+        return credentials_error(kubeconfig, master, exc)
     try:
         return await take_snapshot(client)
     except (*TRANSPORT_ERRORS, ApiError) as exc:
@@ -326,7 +327,7 @@ async def _take(args: argparse.Namespace) -> ClusterSnapshot | str:
 def main(argv: Sequence[str]) -> int:
     """Run ``ome-scheduler snapshot``; returns the exit status."""
     args = parser().parse_args(list(argv))
-    snap = asyncio.run(_take(args))
+    snap = asyncio.run(take(args.kubeconfig, args.master))
     if isinstance(snap, str):
         sys.stderr.write(f"Error: {snap}\n")
         return 1
