@@ -481,6 +481,9 @@ def test_extras_and_metrics_reader_roles_in_flow_style() -> None:
             "verbs": ["get", "update"],
         },
         {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups"], "verbs": ["get", "list", "watch"]},
+        # The leader keeps PodGroup status and its ome.io/ placement annotations (issue 15).
+        {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups/status"], "verbs": ["update"]},
+        {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups"], "verbs": ["patch"]},
     ]
     reader = by_kind(docs, "ClusterRole", "ome-scheduler-metrics-reader")
     assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
