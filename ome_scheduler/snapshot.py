@@ -29,6 +29,7 @@ from typing import Any
 
 import msgspec
 
+from ome_scheduler.api.scheduling import ANN_PLACEMENT_DOMAIN, ANN_WAITING_REASON
 from ome_scheduler.api.snapshot import ClusterSnapshot, SnapshotMeta, encode_snapshot
 from ome_scheduler.app import INFORMERS
 from ome_scheduler.kube.client import TRANSPORT_ERRORS, ApiError, KubeClient
@@ -195,8 +196,15 @@ class Anonymizer:
         self._meta(ns["metadata"], "ns")
 
     def pod_group(self, pg: dict[str, Any]) -> None:
-        """A PodGroup: name, namespace, labels; its annotations (label keys) are kept."""
+        """A PodGroup: name, namespace, labels; its annotations (label keys) are kept, except the
+        scheduler's waiting reason (it names pods and gangs), and the placement domain becomes a
+        placeholder like the label value it is; ``status.occupiedBy`` (owner names) is dropped."""
         self._meta(pg["metadata"], "gang", keep_annotations=True)
+        ann = pg["metadata"].get("annotations", {})
+        ann.pop(ANN_WAITING_REASON, None)
+        if ann.get(ANN_PLACEMENT_DOMAIN):
+            ann[ANN_PLACEMENT_DOMAIN] = self.value(ann[ANN_PLACEMENT_DOMAIN])
+        pg.get("status", {}).pop("occupiedBy", None)
 
     def storage_class(self, sc: dict[str, Any]) -> None:
         """A StorageClass: name and allowed topology values."""
