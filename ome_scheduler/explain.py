@@ -371,11 +371,15 @@ class Explainer:
                 ex.decision = Decision("gated", message="members are scheduling-gated")
             elif any(m.state == "waiting" for m in ex.members):
                 doms = {m.domain for m in ex.members if m.state == "waiting"}
-                ex.decision = Decision(
-                    "waiting",
-                    domain=doms.pop() if len(doms) == 1 else "",
-                    message=f"{placed} of {mm} members wait at Permit for the rest of the gang",
-                )
+                msg = f"{placed} of {mm} members wait at Permit for the rest of the gang"
+                others = [m for m in ex.members if m.state == "not-ours"]
+                if others:
+                    msg += (
+                        "; " + ", ".join(f"{m.name}: {m.reason}" for m in others) + " (this scheduler never places it)"
+                    )
+                elif len(ex.members) < mm:
+                    msg += f"; only {len(ex.members)} of minMember {mm} members exist"
+                ex.decision = Decision("waiting", domain=doms.pop() if len(doms) == 1 else "", message=msg)
             else:
                 ex.decision = Decision("not-ours", message="no member is scheduled by this configuration's profiles")
         else:
@@ -509,6 +513,14 @@ def render_text(ex: Explanation) -> str:
         if st.get("waitingReason"):
             lines.append(f"Waiting reason: {st['waitingReason']}")
     lines.append("")
+    if ex.kind == "PodGroup":
+        counts: dict[str, int] = {}
+        for m in ex.members:
+            counts[m.state] = counts.get(m.state, 0) + 1
+        states = ", ".join(f"{v} {k}" for k, v in counts.items())
+        lines.append(
+            f"Members: {len(ex.members)} of minMember {ex.min_member} exist" + (f" ({states})" if states else "")
+        )
     if ex.members:
         rows = [["MEMBER", "STATE", "NODE", "DOMAIN", "REASON"]]
         rows += [[m.name, m.state, m.node or "-", m.domain or "-", m.reason] for m in ex.members]
