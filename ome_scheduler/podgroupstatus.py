@@ -193,6 +193,7 @@ class PodGroupStatusKeeper:
         """Gang -> (succeeded, failed) members its last LIST counted."""
         self.writes: dict[str, int] = {"status": 0, "annotations": 0, "list": 0}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._steps = 0
 
     def mark(self, key: GangKey) -> None:
         """Schedule ``key`` for a look: :data:`DELAY` from now, not sooner than
@@ -206,9 +207,10 @@ class PodGroupStatusKeeper:
         """Take the changed gangs and start the writes that are due (at most :data:`MAX_IN_FLIGHT`)."""
         for key in self.state.take_changed():
             self.mark(key)
+        now = self.clock()
+        self._forget(now)
         if not self.due:
             return
-        now = self.clock()
         for key, t in list(self.due.items()):
             if len(self.in_flight) >= MAX_IN_FLIGHT:
                 break
@@ -219,6 +221,18 @@ class PodGroupStatusKeeper:
             task = asyncio.get_running_loop().create_task(self._flush(key))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+
+    def _forget(self, now: float) -> None:
+        """Drop write times older than :data:`MIN_INTERVAL` (they constrain nothing any more)
+        and, now and then, the finished counts of PodGroups that are gone."""
+        for key in [k for k, t in self.last_write.items() if now - t > MIN_INTERVAL]:
+            del self.last_write[key]
+        self._steps += 1
+        if self._steps % 600 == 0:
+            for key in list(self.finished):
+                parts = split_gang_key(key)
+                if parts is None or self.state.get(*parts) is None:
+                    del self.finished[key]
 
     async def run(self) -> None:
         """Reconcile every PodGroup once, then follow changes until cancelled (leader only)."""
