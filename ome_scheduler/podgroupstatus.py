@@ -22,7 +22,9 @@ How it stays off the binding hot path:
   previous write, so each PodGroup gets at most one status write and one annotation write per
   second, and only when what it shows differs from what the PodGroup already says;
 * at most :data:`MAX_IN_FLIGHT` writes at once, all at the API client's lowest priority
-  (``kube/podgroupwriter.py``), with conflicts re-read and retried there.
+  (``kube/podgroupwriter.py``), with conflicts re-read and retried there; a transient failure
+  (5xx, 429, no answer) is retried with backoff up to :data:`RETRY_MAX`, any other refusal
+  (403 without the RBAC rule, 422) waits for the gang's next change.
 
 The keeper starts by marking every PodGroup changed, so a new leader reconciles them all
 (writing only those that differ). Counting Succeeded and Failed members needs a LIST of the
@@ -74,6 +76,8 @@ TICK = 0.1
 """Seconds between two looks at the changed gangs."""
 MAX_IN_FLIGHT = 4
 """PodGroup writes (each a status PUT and/or an annotation PATCH) in flight at once."""
+RETRY_MAX = 60.0
+"""Longest wait, in seconds, before a write that failed transiently (5xx, 429, no answer) is tried again."""
 REASON_LIMIT = 1024
 """Bytes of a waiting reason kept in the annotation (the event note's limit)."""
 
@@ -194,6 +198,9 @@ class PodGroupStatusKeeper:
         self.writes: dict[str, int] = {"status": 0, "annotations": 0, "list": 0}
         self._tasks: set[asyncio.Task[None]] = set()
         self._steps = 0
+        self.failures: dict[GangKey, int] = {}
+        """Gang -> consecutive transient write failures (its retry backs off)."""
+        self._told_forbidden = False
 
     def mark(self, key: GangKey) -> None:
         """Schedule ``key`` for a look: :data:`DELAY` from now, not sooner than
@@ -270,16 +277,35 @@ class PodGroupStatusKeeper:
         gang is tried again after :data:`MIN_INTERVAL`."""
         try:
             await self._write(key)
+            self.failures.pop(key, None)
         except asyncio.CancelledError:
             raise
-        except (*TRANSPORT_ERRORS, ApiError) as exc:
+        except ApiError as exc:
+            if exc.code in (401, 403) and not self._told_forbidden:
+                self._told_forbidden = True
+                log.error(
+                    "cannot write PodGroup status: the scheduler needs podgroups/status update and podgroups patch "
+                    "(the chart's RBAC grants both)",
+                    podGroup=key,
+                    error=str(exc),
+                )
+            else:
+                log.info("unable to update PodGroup status", v=2, podGroup=key, error=str(exc))
+            if exc.code == 429 or exc.code >= 500:
+                self._retry(key)
+            # Any other refusal would be refused again: the gang is written at its next change.
+        except TRANSPORT_ERRORS as exc:
             log.info("unable to update PodGroup status", v=2, podGroup=key, error=str(exc))
-            self.last_write[key] = self.clock()
-            self.mark(key)
+            self._retry(key)
         except Exception as exc:  # a bug here must not end the keeper
             log.error("PodGroup status update failed", podGroup=key, error=repr(exc), exc_info=exc)
         finally:
             self.in_flight.discard(key)
+
+    def _retry(self, key: GangKey) -> None:
+        """Try ``key`` again after a transient failure, backing off (2, 4, ... 60 s)."""
+        n = self.failures[key] = self.failures.get(key, 0) + 1
+        self.due[key] = self.clock() + min(RETRY_MAX, 2.0**n)
 
     async def _write(self, key: GangKey) -> None:
         parts = split_gang_key(key)

@@ -192,7 +192,7 @@ def stored(api: FakeApiServer, pg: PodGroup) -> PodGroup:
 
 async def settle(keeper: PodGroupStatusKeeper) -> None:
     keeper.step()
-    for _ in range(50):
+    for _ in range(1000):  # the client's own retries of a 5xx sleep up to about 2 s
         if not keeper.in_flight:
             return
         await asyncio.sleep(0.01)
@@ -337,5 +337,28 @@ def test_the_keeper_starts_by_reconciling_every_podgroup() -> None:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         assert api.pod_groups["ns/g"]["status"]["phase"] == "Scheduled"
+
+    run(main)
+
+
+def test_refusals_wait_for_the_next_change_and_server_errors_back_off() -> None:
+    async def main(api: FakeApiServer) -> None:
+        pg = stored(api, make_pod_group("g", min_member=2, topology_key=TK))
+        state, _ = gang_state(pg, pending=2)
+        clock = Clock()
+        keeper = PodGroupStatusKeeper(state, PodGroupWriter(api.client()), clock=clock)
+        api.fail("PUT", f"{PG_PATH}/status", 403)
+        keeper.mark(KEY)
+        clock.now += DELAY
+        await settle(keeper)
+        assert KEY not in keeper.due and keeper._told_forbidden  # not retried until the gang changes
+        api.fail("PUT", f"{PG_PATH}/status", 503, times=3)  # the client's own 2 retries, then the keeper's
+        keeper.mark(KEY)
+        clock.now += DELAY
+        await settle(keeper)
+        assert keeper.failures[KEY] == 1 and keeper.due[KEY] == clock.now + 2.0
+        clock.now += 2.0
+        await settle(keeper)
+        assert KEY not in keeper.failures and api.pod_groups["ns/g"]["status"]["phase"] == "Scheduling"
 
     run(main)
