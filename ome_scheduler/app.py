@@ -148,8 +148,12 @@ class App:
         self.informers = {spec.name: (spec, build_informer(client, spec, self.scheduler)) for spec in INFORMERS}
         self.status_keeper: PodGroupStatusKeeper | None = None
         if opts.pod_group_status is not False:
+            q = self.scheduler.queue
             self.status_keeper = PodGroupStatusKeeper(
-                self.scheduler.pod_group_state, PodGroupWriter(client), self.metrics
+                self.scheduler.pod_group_state,
+                PodGroupWriter(client),
+                self.metrics,
+                busy=lambda: bool(len(q.active) or len(q.backoff)),
             )
         self.stop = anyio.Event()
         le = cfg.leader_election

@@ -14,6 +14,9 @@ not be scheduled go into the ``ome.io/placement*`` and ``ome.io/waiting-reason``
 
 How it stays off the binding hot path:
 
+* while the scheduler has pods ready to schedule (its active or backoff queue is not empty) due
+  writes wait, up to :data:`MAX_DEFER` seconds, so a burst of Bindings never shares the API
+  server with them;
 * the engine only marks gangs changed (``PodGroupState``: informer events for PodGroups and
   member pods, OMEGangPack's placement reports, the cycle's failure reasons); this keeper, a
   background task of the leader, looks at them every :data:`TICK` seconds;
@@ -72,6 +75,8 @@ MIN_INTERVAL = 1.0
 """Seconds between two writes of one PodGroup (each kind: status, annotations)."""
 DELAY = 1.0
 """Seconds a changed gang waits before it is written, so the changes of a forming gang coalesce."""
+MAX_DEFER = 5.0
+"""Seconds a due write waits at most while the scheduler is busy (pods in its active or backoff queue)."""
 TICK = 0.1
 """Seconds between two looks at the changed gangs."""
 MAX_IN_FLIGHT = 4
@@ -184,8 +189,11 @@ class PodGroupStatusKeeper:
         metrics: Metrics | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
+        busy: Callable[[], bool] | None = None,
     ) -> None:
         self.state = state
+        self.busy = busy
+        """Whether the scheduler has pods ready to schedule: writes then wait (up to :data:`MAX_DEFER`)."""
         self.writer = writer
         self.metrics = metrics
         self.clock = clock
@@ -218,10 +226,11 @@ class PodGroupStatusKeeper:
         self._forget(now)
         if not self.due:
             return
+        busy = self.busy is not None and self.busy()
         for key, t in list(self.due.items()):
             if len(self.in_flight) >= MAX_IN_FLIGHT:
                 break
-            if t > now or key in self.in_flight:
+            if t > now or key in self.in_flight or (busy and now < t + MAX_DEFER):
                 continue
             del self.due[key]
             self.in_flight.add(key)

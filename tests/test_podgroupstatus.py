@@ -362,3 +362,32 @@ def test_refusals_wait_for_the_next_change_and_server_errors_back_off() -> None:
         assert KEY not in keeper.failures and api.pod_groups["ns/g"]["status"]["phase"] == "Scheduling"
 
     run(main)
+
+
+def test_writes_wait_while_the_scheduler_is_busy_but_not_forever() -> None:
+    async def main(api: FakeApiServer) -> None:
+        from ome_scheduler.podgroupstatus import MAX_DEFER
+
+        pg = stored(api, make_pod_group("g", min_member=2, topology_key=TK))
+        state, _ = gang_state(pg, pending=2)
+        clock = Clock()
+        busy = [True]
+        keeper = PodGroupStatusKeeper(state, PodGroupWriter(api.client()), clock=clock, busy=lambda: busy[0])
+        keeper.mark(KEY)
+        due = keeper.due[KEY]
+        clock.now = due
+        await settle(keeper)
+        assert writes(api) == []  # pods wait to be scheduled: the write waits
+        clock.now = due + MAX_DEFER
+        await settle(keeper)
+        assert writes(api) == [("PUT", f"{PG_PATH}/status")]  # but not longer than MAX_DEFER
+        busy[0] = False
+        state.add_or_update(msgspec.convert(api.pod_groups["ns/g"], PodGroup))  # the informer's copy
+        state.set_placement(KEY, GangPlacement(TK, "a", "Holding"))
+        clock.now += MIN_INTERVAL
+        await settle(keeper)  # due DELAY from now
+        clock.now += DELAY
+        await settle(keeper)
+        assert writes(api)[-1] == ("PATCH", PG_PATH)
+
+    run(main)
