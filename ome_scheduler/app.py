@@ -5,7 +5,8 @@ validate the configuration (exit 1 with a message naming the argument when inval
 the frameworks (plugin argument validation), connect to the API server, start the informers
 of :data:`INFORMERS`, wait for them to sync (optional ones, such as PodGroups whose CRD may be
 missing, only as long as a plugin asks), elect a leader, then run the scheduling loop, the
-queue flushes and the plugins' background tasks until SIGTERM or SIGINT.
+queue flushes, the plugins' background tasks and the PodGroup status keeper
+(``podgroupstatus.py``) until SIGTERM or SIGINT.
 
 Structured concurrency is anyio's on the asyncio backend: one root task group holds every
 long-running task; a stop request cancels the step waiting for it, and the graceful shutdown
@@ -38,10 +39,12 @@ from ome_scheduler.framework.fence import Fence
 from ome_scheduler.kube.client import KubeClient
 from ome_scheduler.kube.credentials import credentials_error
 from ome_scheduler.kube.informer import Informer
+from ome_scheduler.kube.podgroupwriter import PodGroupWriter
 from ome_scheduler.kube.recorder import Recorder
 from ome_scheduler.leader import LeaderElector
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.options import Options, apply_flags, master_error
+from ome_scheduler.podgroupstatus import PodGroupStatusKeeper
 from ome_scheduler.scheduler import Scheduler
 from ome_scheduler.secure_serving import raise_fd_limit
 from ome_scheduler.server import HealthState, SecureEndpoint, listen_socket
@@ -179,6 +182,15 @@ class App:
         if opts.pod_max_in_unschedulable_pods_duration is not None:
             self.scheduler.queue.max_in_unschedulable = opts.pod_max_in_unschedulable_pods_duration
         self.informers = {spec.name: (spec, build_informer(client, spec, self.scheduler)) for spec in INFORMERS}
+        self.status_keeper: PodGroupStatusKeeper | None = None
+        if opts.pod_group_status is not False:
+            q = self.scheduler.queue
+            self.status_keeper = PodGroupStatusKeeper(
+                self.scheduler.pod_group_state,
+                PodGroupWriter(client),
+                self.metrics,
+                busy=lambda: bool(len(q.active) or len(q.backoff)),
+            )
         self.stop = anyio.Event()
         self.watchdog = LoopWatchdog(
             stall_bound(le.lease_duration, le.renew_deadline),
@@ -231,6 +243,8 @@ class App:
             if not self.stop.is_set():
                 tg.start_soon(self.scheduler.queue.run)
                 tg.start_soon(self.scheduler.run_background_tasks)
+                if self.status_keeper is not None:
+                    tg.start_soon(self.status_keeper.run)
                 async with anyio.create_task_group() as loop:
                     loop.start_soon(self.scheduler.run)
                     await self.stop.wait()

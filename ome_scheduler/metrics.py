@@ -252,6 +252,13 @@ class Metrics:
             ["resource"],
             "ALPHA",
         )
+        self.podgroup_status_writes = counter(
+            o + "podgroup_status_writes",
+            "Requests the leader sent to keep PodGroup status and its ome.io/ annotations, by kind (status, "
+            "annotations, list) and result (written, unchanged, gone, conflict, ok).",
+            ["kind", "result"],
+            "ALPHA",
+        )
         # Pre-create the known label values so each series is exported as 0 from the start:
         # rate() and absence alerts then work before the first matching event.
         for result in ("pinned", "no_fit", "reserved", "adopted", "stale_replan", "topology_replan"):

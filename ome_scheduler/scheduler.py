@@ -40,7 +40,7 @@ from ome_scheduler.framework.interface import (
     PodGroupLister,
 )
 from ome_scheduler.framework.runtime import Framework
-from ome_scheduler.framework.types import AffinityTerm, NodeInfo, PodInfo, PodKey, QueuedPodInfo
+from ome_scheduler.framework.types import AffinityTerm, GangKey, GangPlacement, NodeInfo, PodInfo, PodKey, QueuedPodInfo
 from ome_scheduler.framework.waiting_pods import WaitingPod
 from ome_scheduler.logs import get_logger
 from ome_scheduler.metrics import Metrics
@@ -152,6 +152,7 @@ class Scheduler:
             pods=self.pods,
             recorder=recorder,
             metrics=metrics,
+            pod_groups=self.pod_group_state,
         )
 
     @classmethod
@@ -220,6 +221,10 @@ class Scheduler:
     def event_recorder(self) -> EventRecorder:
         """The process's event recorder (a discarding one when only checking a configuration)."""
         return self.recorder
+
+    def report_gang_placement(self, gang: GangKey, placement: GangPlacement | None) -> None:
+        """Keep where ``gang`` is in the pod-group state (the leader's status writer publishes it)."""
+        self.pod_group_state.set_placement(gang, placement)
 
     def namespace(self, name: str) -> Namespace | None:
         """A namespace from the informer cache, or None."""

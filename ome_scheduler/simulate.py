@@ -422,6 +422,11 @@ class Simulation:
 
     # ---- replay ------------------------------------------------------------------------
 
+    def replay(self) -> None:
+        """Feed the snapshot through the informer event handlers, as the informers' first lists
+        would (``ome-scheduler explain`` builds its offline engine this way)."""
+        self._replay_snapshot()
+
     def _replay_snapshot(self) -> None:
         """The informers' initial lists: namespaces, nodes, storage, PodGroups, then pods
         (bound ones first, so a pending pod's first cycle already sees every placed pod)."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ome_scheduler.framework.events import ClusterEventWithHint
 from ome_scheduler.framework.status import Status
-from ome_scheduler.framework.types import AffinityTerm, GangKey, NodeInfo, PodInfo, PodKey, QueuedPodInfo
+from ome_scheduler.framework.types import AffinityTerm, GangKey, GangPlacement, NodeInfo, PodInfo, PodKey, QueuedPodInfo
 
 if TYPE_CHECKING:
     from ome_scheduler.api.core import Namespace, Node, Pod
@@ -148,6 +148,12 @@ class Handle(Protocol):
 
     def event_recorder(self) -> EventRecorder:
         """Where plugins record events (``framework.Handle.EventRecorder``)."""
+        ...
+
+    def report_gang_placement(self, gang: GangKey, placement: GangPlacement | None) -> None:
+        """Tell users where ``gang`` is now: pinned (holding or not) or bound in a domain, or
+        nowhere (None: its pin was released). Kept in the pod-group state; the leader writes it
+        to the PodGroup in the background (``ome.io/placement*`` annotations), never in the cycle."""
         ...
 
     def namespace(self, name: str) -> Namespace | None:

@@ -91,7 +91,10 @@ def test_cached_search_and_scores_agree_with_the_uncached_ones(seed: int) -> Non
     fw = s.frameworks["ome-scheduler"]
     alg = s.cycles.algorithm
     shapes = [
-        {"requests": {"cpu": rnd.choice(["100m", "500m", "1", "3"])}, "node_selector": rnd.choice([None, {"zone": "z1"}])}
+        {
+            "requests": {"cpu": rnd.choice(["100m", "500m", "1", "3"])},
+            "node_selector": rnd.choice([None, {"zone": "z1"}]),
+        }
         for _ in range(3)
     ]
     for i in range(150):
@@ -118,6 +121,7 @@ def test_cached_search_and_scores_agree_with_the_uncached_ones(seed: int) -> Non
         assert [nodes[p].name for p in got] == [ni.name for ni in want], i
         assert alg.next_start_node_index == after
         if not want:
+
             def described(d: Diagnosis) -> dict[str, str]:
                 return {k: repr(v) for k, v in d.node_to_status.statuses.items()}
 
