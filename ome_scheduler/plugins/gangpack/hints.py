@@ -77,7 +77,8 @@ class GangHints:
 
     @queueing_hint
     def is_schedulable_after_sibling_added(self, target: Pod, old: Pod | None, new: Pod | None) -> QueueingHint:
-        """Pod Add (assigned pods only): Queue when the added pod is a member of the target's gang."""
+        """Pod Add (assigned pods, and unscheduled members another scheduler serves): Queue when the
+        added pod is a member of the target's gang."""
         if in_same_gang(target, new):
             return QUEUE  # a gang sibling was placed
         return SKIP  # not a gang sibling
