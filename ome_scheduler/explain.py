@@ -33,7 +33,7 @@ import argparse
 import asyncio
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -108,10 +108,13 @@ class Domain:
     held_by: list[str] = field(default_factory=list)
     nodes_fitting: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
+    note: str = ""
+    """Why the gang cannot join though the room suffices (a member is missing, or one fits no node here)."""
 
     def why_not(self) -> str:
-        """The reasons as FitError words them: ``"2 Insufficient nvidia.com/gpu, 1 ..."``, sorted."""
-        return ", ".join(sorted(f"{v} {k}" for k, v in self.reasons.items()))
+        """``note`` when set, else the reasons as FitError words them: ``"2 Insufficient
+        nvidia.com/gpu, 1 ..."``, sorted."""
+        return self.note or ", ".join(sorted(f"{v} {k}" for k, v in self.reasons.items()))
 
     def to_json(self) -> dict[str, Any]:
         """camelCase JSON."""
@@ -355,7 +358,7 @@ class Explainer:
                 self.sch.handlers.on_pod_update(p.pod, msgspec.structs.replace(p.pod, spec=spec))
             pending = [state_pi for g in gated if (state_pi := self.sch.pods.get(g.key)) is not None]
             ex.notes.append(
-                "every unplaced member is scheduling-gated: the decision below is for once they are ungated"
+                "every unplaced member is scheduling-gated: the decision above is for once they are ungated"
             )
         shape = pending[0] if pending else (members[0] if members else None)
         if shape is not None and tk and pg is not None and 0 < mm and bound < mm:
@@ -406,6 +409,18 @@ class Explainer:
         nodes = self.sch.cache.node_infos()
         by = group_by_domain(nodes, lambda n: n.labels.get(tk, ""))
         reasons = self._node_reasons(unbound, nodes)
+        # Members shaped unlike ``shape`` are filtered too, once per shape, to name one that fits
+        # no node of a domain (room is counted in members like ``shape``).
+        others: dict[Hashable, tuple[PodInfo, dict[str, list[str]]]] = {}
+        for t in templates[1:]:
+            sig = template_signature(t)
+            if sig != template_signature(unbound) and sig not in others:
+                others[sig] = (t, self._node_reasons(t, nodes))
+        if others:
+            ex.notes.append(
+                f"Members differ in what they need: ROOM counts members like {shape.name}, each node sized by the "
+                "largest member that fits it; WHY NOT names a member that fits no node of a domain."
+            )
         pins = self.plugin.gangs.pins if self.plugin is not None else None
         for d, dnodes in sorted(by.items()):
             plan = planner.plan_domain(d, dnodes)
@@ -416,6 +431,8 @@ class Explainer:
                     if g != key and pin.holding and pin.remaining > 0 and pin.domain == (tk, d):
                         held.append(f"{g} ({pin.remaining} more)")
             dom = Domain(d, len(dnodes), room, plan.joinable and room >= need, held)
+            if not dom.fits and room >= need:
+                dom.note = self._blocker(templates, need, others, dnodes)
             for n in dnodes:
                 r = reasons.get(n.name)
                 if r is None:
@@ -424,6 +441,27 @@ class Explainer:
                     for why in r:
                         dom.reasons[why] = dom.reasons.get(why, 0) + 1
             ex.domains.append(dom)
+
+    @staticmethod
+    def _blocker(
+        templates: Sequence[PodInfo],
+        need: int,
+        others: Mapping[Hashable, tuple[PodInfo, dict[str, list[str]]]],
+        dnodes: Sequence[NodeInfo],
+    ) -> str:
+        """Why a domain with room enough still cannot take the gang: fewer unplaced members exist
+        than it needs, or a member unlike the first fits none of the domain's nodes (its reasons
+        counted as FitError counts them)."""
+        if len(templates) < need:
+            return f"only {len(templates)} of the {need} unplaced members it needs exist"
+        for member, reasons in others.values():
+            if all(n.name in reasons for n in dnodes):
+                counts: dict[str, int] = {}
+                for n in dnodes:
+                    for why in reasons[n.name]:
+                        counts[why] = counts.get(why, 0) + 1
+                return f"{member.name} fits no node here: " + ", ".join(sorted(f"{v} {k}" for k, v in counts.items()))
+        return "no assignment of the members to its nodes fits them all"
 
     def _node_reasons(self, member: PodInfo, nodes: Sequence[NodeInfo]) -> dict[str, list[str]]:
         """Node -> why Filter rejects a member like ``member`` there (absent: it passes). The

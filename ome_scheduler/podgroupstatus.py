@@ -141,7 +141,8 @@ def annotation_changes(pg: PodGroup, state: PodGroupState, key: GangKey, c: Gang
     reported topology key (or the one already written), and no waiting reason. Otherwise the
     reported pin (``Holding``/``Pinned``); no pin since one was reported: no placement; nothing
     reported since this process started (a new leader): what is written stays. The waiting
-    reason is the last ``FailedScheduling`` note of a member, when this process has one.
+    reason is the last ``FailedScheduling`` note of a member, when this process has one, and
+    none once the gang was pinned after it.
     """
     ann = pg.metadata.annotations
     want: dict[str, str | None] = {}
@@ -172,6 +173,8 @@ def annotation_changes(pg: PodGroup, state: PodGroupState, key: GangKey, c: Gang
             want[ANN_WAITING_REASON] = (
                 reason if len(raw) <= REASON_LIMIT else raw[: REASON_LIMIT - 4].decode(errors="ignore") + " ..."
             )
+        elif placement is not None:
+            want[ANN_WAITING_REASON] = None  # pinned since its members last failed: the old reason is stale
     return {k: v for k, v in want.items() if ann.get(k) != v}
 
 

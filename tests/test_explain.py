@@ -139,11 +139,28 @@ def test_templates_incomplete_and_gated_members() -> None:
     assert ex.decision.message == (
         f"0/2 nodes are available: waiting for all PodGroup member templates for {NS}/g. no new claims to deallocate"
     )
+    roomy = explained(snap(nodes({"a": 4}), gang("g", 3, members=2)), "g")
+    a = roomy.domains[0]  # room enough: what is missing is a member
+    assert (a.room, a.fits, a.why_not()) == (4, False, "only 2 of the 3 unplaced members it needs exist")
+    assert "only 2 of the 3 unplaced members it needs exist" in render_text(roomy)
     gated = snap(nodes({"a": 2, "b": 3}), gang("g", 2, gates=["example.com/hold"]))
     ex = explained(gated, "g")
     assert [m.state for m in ex.members] == ["gated", "gated"]
     assert (ex.decision.result, ex.decision.domain, ex.decision.if_ungated) == ("pinned", "a", True)
     assert "Now once ungated: would pin" in render_text(ex)
+
+
+def test_a_member_that_fits_no_node_is_named_in_every_domain() -> None:
+    """Mixed shapes: room is counted like the first member, so the domains' room suffices; the
+    member asking for more GPUs than any node has is what keeps the gang out, and is named."""
+    objs = [pod_group("g", NS, 2, topology_key=DK), pod("g-0", NS, gang="g"), pod("g-1", NS, gang="g", gpu=16)]
+    ex = explained(snap(nodes({"a": 2, "b": 3}), objs), "g")
+    assert [(d.name, d.room, d.fits) for d in ex.domains] == [("a", 2, False), ("b", 3, False)]
+    assert ex.domains[0].why_not() == "g-1 fits no node here: 2 Insufficient nvidia.com/gpu"
+    assert ex.domains[1].why_not() == "g-1 fits no node here: 3 Insufficient nvidia.com/gpu"
+    text = render_text(ex)
+    assert "g-1 fits no node here: 3 Insufficient nvidia.com/gpu" in text
+    assert "Members differ in what they need" in text
 
 
 def test_a_bound_gang_and_explain_pod() -> None:

@@ -103,18 +103,30 @@ def gang_state(pg: PodGroup, *bound_on: str, pending: int = 0) -> tuple[PodGroup
     return state, members
 
 
-def test_a_pinned_gang_shows_its_domain_and_its_last_reason() -> None:
+def test_a_pinned_gang_shows_its_domain_and_only_a_reason_newer_than_its_pin() -> None:
     pg = make_pod_group("g", min_member=2, topology_key=TK)
     state, _ = gang_state(pg, pending=2)
     assert annotation_changes(pg, state, KEY, GangCounts(2, 0, 0, 0, 0)) == {}  # nothing known: nothing written
-    state.set_reason(KEY, "0/3 nodes are available: waiting for all PodGroup member templates for ns/g.")
+    early = "0/3 nodes are available: waiting for all PodGroup member templates for ns/g."
+    state.set_reason(KEY, early)
+    assert annotation_changes(pg, state, KEY, GangCounts(2, 0, 0, 0, 0)) == {ANN_WAITING_REASON: early}
     state.set_placement(KEY, GangPlacement(TK, "a", "Holding"))
-    assert annotation_changes(pg, state, KEY, GangCounts(2, 0, 0, 0, 0)) == {
+    shown = msgspec.structs.replace(
+        pg,
+        metadata=msgspec.structs.replace(
+            pg.metadata, annotations={**pg.metadata.annotations, ANN_WAITING_REASON: early}
+        ),
+    )
+    # The pin came after that failure: the reason is stale and is removed.
+    assert annotation_changes(shown, state, KEY, GangCounts(2, 0, 0, 0, 0)) == {
         ANN_PLACEMENT: "Holding",
         ANN_PLACEMENT_DOMAIN: "a",
         ANN_PLACEMENT_TOPOLOGY_KEY: TK,
-        ANN_WAITING_REASON: "0/3 nodes are available: waiting for all PodGroup member templates for ns/g.",
+        ANN_WAITING_REASON: None,
     }
+    later = "0/3 nodes are available: 1 node(s) didn't match pod anti-affinity rules."
+    state.set_reason(KEY, later)  # a member fails while the gang holds: that is shown
+    assert annotation_changes(pg, state, KEY, GangCounts(2, 0, 0, 0, 0))[ANN_WAITING_REASON] == later
     state.set_placement(KEY, None)  # released
     written = msgspec.structs.replace(
         pg,
@@ -125,7 +137,7 @@ def test_a_pinned_gang_shows_its_domain_and_its_last_reason() -> None:
     assert annotation_changes(written, state, KEY, GangCounts(2, 0, 0, 0, 0)) == {
         ANN_PLACEMENT: None,
         ANN_PLACEMENT_DOMAIN: None,
-        ANN_WAITING_REASON: "0/3 nodes are available: waiting for all PodGroup member templates for ns/g.",
+        ANN_WAITING_REASON: later,
     }
 
 
@@ -217,11 +229,11 @@ def test_changes_are_coalesced_into_one_write_per_podgroup_per_second() -> None:
         clock = Clock()
         metrics = Metrics()
         keeper = PodGroupStatusKeeper(state, PodGroupWriter(api.client()), metrics, clock=clock)
-        state.set_reason(KEY, "0/3 nodes are available: no domain has room for gang ns/g.")
+        state.set_placement(KEY, GangPlacement(TK, "a", "Holding"))
         await settle(keeper)
         assert writes(api) == []  # the first change waits DELAY for more
         clock.now += DELAY / 2
-        state.set_placement(KEY, GangPlacement(TK, "a", "Holding"))  # rides along
+        state.set_reason(KEY, "0/3 nodes are available: no domain has room for gang ns/g.")  # rides along
         await settle(keeper)
         assert writes(api) == []
         clock.now += DELAY / 2

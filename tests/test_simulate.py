@@ -120,7 +120,7 @@ def test_a_gang_that_cannot_complete_waits_at_permit_holding_its_domain() -> Non
     ]
     (g,) = r.gangs
     assert g.status == "waiting" and g.waiting == 2 and g.domains == ["a"]
-    assert g.events == [f"Pinned: pinned to {DK}=a (3 members of room for 3), holding it"]
+    assert g.events == [f"Pinned: pinned to {DK}=a (room for 3 members, the gang needs 3), holding it"]
 
 
 def test_a_member_is_nominated_only_once_it_has_waited_at_permit_for_a_second() -> None:
@@ -161,7 +161,7 @@ def test_settle_seconds_let_permit_time_out_on_the_simulated_clock() -> None:
     timed_out = "0/1 nodes are available: 1 rejected due to timeout after waiting 3s at plugin OMEGangPack."
     assert g.reason == timed_out
     assert g.events[:2] == [
-        f"Pinned: pinned to {DK}=a (3 members of room for 3), holding it",
+        f"Pinned: pinned to {DK}=a (room for 3 members, the gang needs 3), holding it",
         f"HoldReleased: released the hold on {DK}=a: member {NS}/g-1 failed after Reserve",
     ]
     for name in ("g-0", "g-1"):  # timed out; nothing wakes them until the gang can complete

@@ -122,12 +122,13 @@ class PodGroupState:
     # ---- what users are told (the status writer reads it) -----------------------------------
 
     def set_placement(self, gang: GangKey, placement: GangPlacement | None) -> None:
-        """OMEGangPack's report of where ``gang`` is (None: its pin was released). A ``Bound``
-        placement ends the waiting: the gang's last failure reason is dropped."""
+        """OMEGangPack's report of where ``gang`` is (None: its pin was released). A new pin or a
+        ``Bound`` placement supersedes the gang's last failure reason, which is dropped (a member
+        failing later reports a new one)."""
         if self._placements.get(gang, False) == placement:
             return
         self._placements[gang] = placement
-        if placement is not None and placement.state == "Bound":
+        if placement is not None:
             self._reasons.pop(gang, None)
         self._changed.add(gang)
 

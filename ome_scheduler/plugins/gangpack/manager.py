@@ -400,7 +400,10 @@ class GangManager:
         self.metrics.pin("pinned")
         hold = "holding it" if pin.holding else "without a hold (its holds expired)"
         self.pod_group_event(
-            key, "Normal", "Pinned", f"pinned to {tk}={d} ({survey.room(d)} members of room for {survey.need}), {hold}"
+            key,
+            "Normal",
+            "Pinned",
+            f"pinned to {tk}={d} (room for {survey.room(d)} members, the gang needs {survey.need}), {hold}",
         )
         self.metrics.pinned_groups(len(self.pins))
         self.report(key)
