@@ -5,7 +5,8 @@ validate the configuration (exit 1 with a message naming the argument when inval
 the frameworks (plugin argument validation), connect to the API server, start the informers
 of :data:`INFORMERS`, wait for them to sync (optional ones, such as PodGroups whose CRD may be
 missing, only as long as a plugin asks), elect a leader, then run the scheduling loop, the
-queue flushes and the plugins' background tasks until SIGTERM or SIGINT.
+queue flushes and the plugins' background tasks until SIGTERM or SIGINT. ``SIGUSR2`` runs the
+cache debugger (``debugger.py``: a dump, and a comparison with a fresh LIST, in the log).
 
 Structured concurrency is anyio's on the asyncio backend: one root task group holds every
 long-running task; a stop request cancels the step waiting for it, and the graceful shutdown
@@ -33,6 +34,8 @@ from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.config.errors import ConfigError
 from ome_scheduler.config.load import load_config
 from ome_scheduler.config.types import KubeSchedulerConfiguration
+from ome_scheduler.debugger import CacheDebugger
+from ome_scheduler.kube.binding import GatedBinder
 from ome_scheduler.kube.client import KubeClient
 from ome_scheduler.kube.credentials import credentials_error
 from ome_scheduler.kube.informer import Informer
@@ -139,10 +142,18 @@ class App:
         # flood of bearer tokens never queues in front of Bindings and Lease renewals.
         self.endpoint = SecureEndpoint(client, self.metrics, self.health, opts.authorization_always_allow_paths)
         self.recorder = Recorder(client)
-        self.scheduler = Scheduler(cfg, metrics=self.metrics, binder=client, recorder=self.recorder, api_writer=client)
+        # Bindings go out only from a view re-read since the API server was last out of reach,
+        # and only to nodes the informer still has (kube/binding.py).
+        self.binder = GatedBinder(client)
+        self.scheduler = Scheduler(
+            cfg, metrics=self.metrics, binder=self.binder, recorder=self.recorder, api_writer=client
+        )
         if opts.pod_max_in_unschedulable_pods_duration is not None:
             self.scheduler.queue.max_in_unschedulable = opts.pod_max_in_unschedulable_pods_duration
         self.informers = {spec.name: (spec, build_informer(client, spec, self.scheduler)) for spec in INFORMERS}
+        by_name = {name: inf for name, (_, inf) in self.informers.items()}
+        self.binder.use(by_name.values(), nodes=by_name["nodes"], pods=by_name["pods"])
+        self.debugger = CacheDebugger(client, self.scheduler, by_name)
         self.stop = anyio.Event()
         le = cfg.leader_election
         self.elector: LeaderElector | None = None
@@ -178,6 +189,7 @@ class App:
                 tg.start_soon(self.endpoint.serve, sock, certs, self.stop)
             for _, inf in self.informers.values():
                 tg.start_soon(inf.run)
+            tg.start_soon(self._debug_on_signal)
             await self._unless_stopped(self.wait_synced)
             self.health.synced = True
             if self.elector is not None and not self.stop.is_set():
@@ -187,11 +199,18 @@ class App:
             if not self.stop.is_set():
                 tg.start_soon(self.scheduler.queue.run)
                 tg.start_soon(self.scheduler.run_background_tasks)
+                tg.start_soon(self.debugger.settle_assumed_forever)
                 async with anyio.create_task_group() as loop:
                     loop.start_soon(self.scheduler.run)
                     await self.stop.wait()
                     await self._shutdown()
             tg.cancel_scope.cancel()
+
+    async def _debug_on_signal(self) -> None:
+        """Run the cache debugger at every SIGUSR2 (kube-scheduler's ``ListenForSignal``)."""
+        with anyio.open_signal_receiver(signal.SIGUSR2) as signals:
+            async for _ in signals:
+                await self.debugger.run_once()
 
     async def _unless_stopped(self, step: Callable[[], Awaitable[None]]) -> None:
         """Run ``step`` to completion unless ``stop`` is set first (then cancel it)."""

@@ -166,6 +166,7 @@ class ScheduleOne:
             # Past Permit, no failure can make the pod "unschedulable" any more (PreBind and Bind
             # failures are errors), so the queue stops recording cluster events for it.
             self.queue.done(assumed.pod_key)
+            log.info("Attempting to bind pod to node", v=3, pod=assumed.key, node=host)
             st = await fw.run_pre_bind(state, assumed, host)
             if st is None:
                 st = await fw.run_bind(state, assumed, host)
@@ -173,6 +174,7 @@ class ScheduleOne:
                 log.info("Failed to bind pod", v=1, pod=assumed.key, error=st.message())
                 self.handle_binding_cycle_error(fw, state, q, assumed, host, start, st, None)
                 return
+            self.cache.finish_binding(assumed.pod_key, time.monotonic())
             note = f"Successfully assigned {assumed.namespace}/{assumed.name} to {host}"
             self.recorder.event(
                 assumed.pod, controller=fw.profile_name, type_="Normal", reason="Scheduled", action="Binding", note=note
