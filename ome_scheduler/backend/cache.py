@@ -77,6 +77,8 @@ class SchedulerCache:
         """Bumped when a node joins or leaves or its images change (cluster-wide inputs)."""
         self._change_log: list[str] = []
         self._change_base = 1
+        self._awaiting: dict[PodKey, _PodState] = {}
+        """Assumed pods whose Binding finished, until confirmed (entries pruned lazily)."""
 
     # ---- node tree --------------------------------------------------------------------
 
@@ -300,14 +302,18 @@ class SchedulerCache:
         st = self.pods.get(key)
         if st is not None and st.assumed:
             st.bound_at = now
+            self._awaiting[key] = st
 
     def unconfirmed(self, bound_before: float) -> list[tuple[PodInfo, str, float]]:
         """Assumed pods whose Binding succeeded at or before ``bound_before`` but that the
-        informer has not shown bound yet: (PodInfo, node, when the Binding succeeded)."""
+        informer has not shown bound yet: (PodInfo, node, when the Binding succeeded).
+        O(pods awaiting confirmation), not O(pods)."""
+        for key in [k for k, st in self._awaiting.items() if self.pods.get(k) is not st]:
+            del self._awaiting[key]  # confirmed, forgotten or deleted since
         return [
             (st.info, st.node, st.bound_at)
-            for st in self.pods.values()
-            if st.assumed and st.bound_at is not None and st.bound_at <= bound_before
+            for st in self._awaiting.values()
+            if st.bound_at is not None and st.bound_at <= bound_before
         ]
 
     def assumed_pods(self) -> list[tuple[PodInfo, str, float | None]]:
