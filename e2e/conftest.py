@@ -20,7 +20,14 @@ from typing import Any
 import pytest
 
 from e2e.cluster import Cluster
-from e2e.helpers import Api, SchedulerProcess, assert_invariants, failed_attempts_by_gang, worst_attempt_window
+from e2e.helpers import (
+    MEASUREMENTS,
+    Api,
+    SchedulerProcess,
+    assert_invariants,
+    failed_attempts_by_gang,
+    worst_attempt_window,
+)
 from e2e.manifests import chart_config, unique
 from e2e.operators import MPIOperator, TrainingOperator
 
@@ -29,6 +36,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "invariants_after_test: check assert_invariants on the test's ns before deleting it"
     )
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print the times the fault tests measured (``helpers.record_measurement``)."""
+    if MEASUREMENTS:
+        terminalreporter.write_sep("-", "measured fault recovery times")
+        for what, seconds in MEASUREMENTS:
+            terminalreporter.write_line(f"{what}: {seconds:.2f} s")
 
 
 @pytest.fixture(scope="session")
