@@ -9,7 +9,9 @@ as ``recordEvent`` does; later repeats are only counted), and failed writes are 
 12 times about 10 s apart. The PodScheduled condition is patched like
 ``updatePod`` in ``schedule_one.go``: only when status, reason or message change, keeping
 ``lastTransitionTime`` when the status does not. Writes run in the background so a slow API
-server never stalls a scheduling cycle; at most ``max_pending`` writes queue up.
+server never stalls a scheduling cycle; at most ``max_pending`` writes queue up. Status writes
+of one pod go out one after the other, in the order they were made, so the last decision is
+the one the pod shows (two concurrent patches could otherwise land in either order).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,7 +72,37 @@ class Recorder:
         self.host = hostname()
         self._cache: dict[tuple[Any, ...], _Cached] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._status_last: dict[str, asyncio.Future[None]] = {}
+        """Per pod (uid): completes when the pod's last queued status write has ended."""
         self.max_pending = max_pending
+
+    def _status_write(
+        self, pod: Pod, patch: dict[str, Any], abandon: asyncio.Future[Any] | None = None
+    ) -> Coroutine[Any, Any, None]:
+        """The status PATCH of ``pod``, sent only after the pod's previous status write ended.
+
+        With ``abandon``, a write still waiting for its predecessor when ``abandon`` completes
+        is dropped (as :meth:`KubeClient.request` drops one still waiting for a slot).
+        """
+        key = pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
+        prev = self._status_last.get(key)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._status_last[key] = done
+
+        async def write() -> None:
+            try:
+                if prev is not None and not prev.done():
+                    waits: list[asyncio.Future[Any]] = [prev] if abandon is None else [prev, abandon]
+                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                    if abandon is not None and abandon.done():
+                        return
+                await self._patch_status(pod, patch, abandon=abandon)
+            finally:
+                done.set_result(None)
+                if self._status_last.get(key) is done:
+                    del self._status_last[key]
+
+        return write()
 
     def _spawn(self, coro: Any) -> None:
         """Run one write in the background, or drop it when ``max_pending`` are in flight."""
@@ -207,7 +240,10 @@ class Recorder:
             status["conditions"] = [c]
         if needs_nnn:
             status["nominatedNodeName"] = None  # null deletes the field in a strategic merge patch
-        self._spawn(self._patch_status(pod, {"status": status}))
+        if len(self._tasks) >= self.max_pending:  # as _spawn would; checked before the write is queued
+            log.error("dropping an API write: too many pending", pending=len(self._tasks))
+            return
+        self._spawn(self._status_write(pod, {"status": status}))
 
     async def nominate(self, pod: Pod, node: str, abandon: asyncio.Future[Any] | None = None) -> None:
         """Set ``status.nominatedNodeName`` before a Permit wait (NominatedNodeNameForExpectation,
@@ -218,7 +254,7 @@ class Recorder:
         will be soon bound anyway", ``pkg/scheduler/schedule_one.go`` bindingCycle)."""
         if pod.status.nominated_node_name == node:
             return
-        await self._patch_status(pod, {"status": {"nominatedNodeName": node}}, abandon=abandon)
+        await self._status_write(pod, {"status": {"nominatedNodeName": node}}, abandon=abandon)
 
     async def _patch_status(
         self, pod: Pod, patch: dict[str, Any], *, abandon: asyncio.Future[Any] | None = None
