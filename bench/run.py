@@ -17,6 +17,10 @@ sizes; ``--small`` shrinks them for CI):
 Nodes: 5,000 with 8 ``nvidia.com/gpu``, 64 CPU and 512Gi each, in 625 cliques of 8. All pods
 exist before a scheduler starts; throughput is pods / (last bind - first bind), latency is
 from the scheduler's start to each pod's bind. Results: ``bench/results/<date>.md`` and a PNG.
+
+ome-scheduler's leader keeps PodGroup status; each run also reports the PodGroup writes the API
+server answered (``apiserver_request_total``), counted until they stop, and
+``--no-pod-group-status`` runs it without them, to measure their cost.
 """
 
 from __future__ import annotations
@@ -338,6 +342,24 @@ def proc_cpu_rss(pid: int) -> tuple[float, float]:
     return cpu, rss
 
 
+async def podgroup_writes(api: BenchApi) -> int:
+    """PodGroup writes the API server has answered (``apiserver_request_total``, PUT and PATCH
+    of ``podgroups`` and ``podgroups/status``): what the leader's status keeper sent."""
+    async with api.client() as c:
+        async with c.get("/metrics") as r:
+            text = await r.text()
+    n = 0
+    for line in text.splitlines():
+        if line.startswith("apiserver_request_total{") and 'resource="podgroups"' in line:
+            if 'verb="PUT"' in line or 'verb="PATCH"' in line:
+                n += int(float(line.rsplit(" ", 1)[1]))
+    return n
+
+
+POD_GROUP_STATUS = True
+"""Whether ome-scheduler keeps PodGroup status (``--no-pod-group-status`` measures without)."""
+
+
 def start_scheduler(which: str, cluster: Cluster, workdir: Path, qps: float, burst: int) -> subprocess.Popen[bytes]:
     workdir.mkdir(parents=True, exist_ok=True)
     log = (workdir / f"{which}.log").open("ab")
@@ -361,6 +383,7 @@ def start_scheduler(which: str, cluster: Cluster, workdir: Path, qps: float, bur
             f"--kubeconfig={cluster.kubeconfig}",
             f"--v={os.environ.get('BENCH_OME_V', '1')}",
             "--secure-port=0",
+            f"--pod-group-status={str(POD_GROUP_STATUS).lower()}",
         ]
     profiler = os.environ.get("BENCH_OME_PROFILE")  # e.g. "py-spy record --format raw -o ome.txt --"
     if profiler and which != "kube-scheduler":
@@ -440,6 +463,7 @@ async def one_run(
     done = asyncio.Event()
     watcher = asyncio.create_task(watch_binds(api, set(names), bound, done))
     await asyncio.sleep(0.5)
+    writes0 = await podgroup_writes(api)
     t_start = time.monotonic()
     proc = start_scheduler(which, cluster, workdir, qps, burst)
     cpu = rss = 0.0
@@ -464,6 +488,17 @@ async def one_run(
                 pass
             await asyncio.sleep(0.5)
         cpu, rss = proc_cpu_rss(proc.pid)
+        # The status keeper writes at the lowest priority: while Bindings and events saturate the
+        # API server its writes wait, so count them until they stop (3 s without one, 60 s at most).
+        writes, t_last_write = await podgroup_writes(api) - writes0, time.monotonic()
+        quiet_until = time.monotonic() + 3.0
+        while which != "kube-scheduler" and POD_GROUP_STATUS and time.monotonic() < min(quiet_until, t_start + 60):
+            await asyncio.sleep(0.5)
+            w = await podgroup_writes(api) - writes0
+            if w != writes:
+                writes, t_last_write = w, time.monotonic()
+                quiet_until = t_last_write + 3.0
+        writes_span = max(t_last_write - t_start, 1e-6)
     finally:
         if os.environ.get("BENCH_OME_PROFILE") and which != "kube-scheduler":
             os.killpg(proc.pid, signal.SIGINT)  # py-spy writes its profile on SIGINT
@@ -501,6 +536,11 @@ async def one_run(
         rss_mb=rss,
         gangs_in_one_domain=f"{one_domain}/{len(gangs)}" if gangs else "",
         bound=-1 if len(times) == len(names) else len(times),
+        notes={
+            "podgroup_writes": writes,
+            "podgroup_writes_per_s": round(writes / writes_span, 1),
+            "podgroup_writes_done_s": round(t_last_write - t_start, 1),
+        },
     )
 
 
@@ -628,7 +668,9 @@ async def amain(args: argparse.Namespace) -> int:
                     print(
                         f"{scen} run {run + 1} {r.scheduler}: {r.pods} pods, {r.pods_per_s:.1f} pods/s, "
                         f"p99 {r.lat_p99:.2f} s, skew p99 {r.skew_p99}, cpu {r.cpu_s:.1f} s, rss {r.rss_mb:.0f} MiB, "
-                        f"one-clique {r.gangs_in_one_domain}",
+                        f"one-clique {r.gangs_in_one_domain}, PodGroup writes {r.notes.get('podgroup_writes', 0)} "
+                        f"({r.notes.get('podgroup_writes_per_s', 0)}/s, last at "
+                        f"{r.notes.get('podgroup_writes_done_s', 0)} s)",
                         flush=True,
                     )
                     md = write_report(out, results, sz, args.qps, args.burst, args.small, command)
@@ -658,9 +700,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--nodes", type=int, default=0, help="node count (other sizes unchanged)")
     p.add_argument("--scale", type=float, default=1.0, help="multiply every default size (nodes, pods, gangs)")
     p.add_argument("--keep", action="store_true", help="leave the benchmark control plane running")
+    p.add_argument(
+        "--no-pod-group-status",
+        action="store_true",
+        help="run ome-scheduler with --pod-group-status=false (measures the status keeper's cost)",
+    )
     p.add_argument("--out", default="", help="report directory (default: bench/results; --small: the state dir)")
     args = p.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
+    global POD_GROUP_STATUS
+    POD_GROUP_STATUS = not args.no_pod_group_status
     return asyncio.run(amain(args))
 
 

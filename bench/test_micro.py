@@ -5,6 +5,9 @@ Without ``--benchmark-enable`` (the default in this repository) each case runs o
 plain test, so CI checks that they still work.
 
 * planning one gang of 8 whole-node members at 1,000 / 5,000 / 20,000 nodes (cliques of 8);
+* planning one gang of 8, 128 and 1,024 one-GPU members at 5,000 nodes, of one shape and of
+  mixed shapes (every fourth member takes two GPUs): the plan must stay cheap and linear in
+  members (issue 14: a gang of 1,024 in at most 50 ms);
 * one standalone pod's scheduling cycle (PreFilter, Filter, Score, select) at the same sizes,
   with the chart's profile;
 * decoding one pod watch event.
@@ -174,3 +177,45 @@ def test_decode_one_pod_event(benchmark: Any) -> None:
 
     pi = benchmark(decode)
     assert pi.requests.scalar["nvidia.com/gpu"] == 8
+
+
+BIG_GANGS = [(8, 8), (128, 16), (1024, 128)]
+"""(members, nodes per clique): a clique of 8-GPU nodes fits the gang of one-GPU members."""
+
+
+@pytest.mark.parametrize("mixed", [False, True], ids=["one-shape", "mixed-shapes"])
+@pytest.mark.parametrize(("members", "clique"), BIG_GANGS, ids=[f"{m}-members" for m, _ in BIG_GANGS])
+def test_plan_big_gang(benchmark: Any, members: int, clique: int, mixed: bool) -> None:
+    if mixed:
+        clique *= 2  # members sized by the largest (two GPUs) take four per node
+    s = Scheduler(parse_config(_chart()), metrics=Metrics(), binder=_NoIO(), recorder=_NoIO())
+    for i in range(5000):
+        s.handlers.on_node_add(
+            make_node(f"n{i:05d}", {CLIQUE: f"c{i // clique:04d}"}, alloc={"nvidia.com/gpu": "8", "cpu": "64"})
+        )
+    s.handlers.on_pod_group_add(make_pod_group("g", min_member=members, topology_key=CLIQUE))
+    for i in range(members):
+        gpus = "2" if mixed and i % 4 == 0 else "1"
+        s.handlers.on_pod_add(make_pod(f"g-{i:05d}", gang="g", requests={"nvidia.com/gpu": gpus}))
+    gp = s.frameworks["ome-scheduler"].plugins["OMEGangPack"]
+    assert isinstance(gp, OMEGangPack)
+    pod = s.pods["ns/g-00001"]
+    node_infos = s.cache.node_infos()
+
+    def plan() -> set[str] | None:
+        gp.gangs.pins.by_group.clear()
+        gp.gangs.pins.reserved.clear()
+        gp.gangs.pins.reserved_nodes.clear()
+        r, st = gp.pre_filter(CycleState(), pod, node_infos)
+        assert st is None, st
+        return r
+
+    result = benchmark(plan)
+    assert result  # the member's nodes, all in the one clique best fit chose
+    assert len({s.cache.nodes[n].labels[CLIQUE] for n in result}) == 1
+
+
+def _chart() -> dict[str, Any]:
+    from e2e.helpers import chart_config
+
+    return chart_config()

@@ -34,7 +34,7 @@ from typing import Any, Final
 import httpx
 import yaml
 
-from e2e import components
+from e2e import components, tokens
 from e2e.components import COMPONENT_TIMEOUT, COMPONENTS, REQUIRED_BINARIES, STOP_ORDER, Component
 from e2e.pki import admin_ssl_context, write_client_kubeconfig, write_pki, write_token_kubeconfig
 from e2e.processes import (
@@ -166,6 +166,12 @@ class Cluster:
     def log_dir(self) -> Path:
         """``<state_dir>/logs``: one ``<component>.log`` per component."""
         return self.state_dir / "logs"
+
+    @property
+    def audit_log(self) -> Path:
+        """``<state_dir>/logs/audit.log``: kube-apiserver's audit events (not in benchmark mode;
+        older ones rotated into ``logs/audit-<time>.log``)."""
+        return self.log_dir / "audit.log"
 
     @property
     def kubeconfig(self) -> Path:
@@ -342,7 +348,13 @@ class Cluster:
         self._start(components.etcd(bin_dir, self.state_dir / "etcd", ports["etcd"], ports["etcd-peer"]))
         self._log("etcd healthy")
         timings["etcd"] = time.monotonic() - t0
-        self._start(components.apiserver(bin_dir, pki, ports["kube-apiserver"], ports["etcd"], bench=self.bench))
+        # The benchmark's request rates would make auditing the bottleneck; everything else is audited.
+        audit_log = None if self.bench else self.audit_log
+        self._start(
+            components.apiserver(
+                bin_dir, pki, ports["kube-apiserver"], ports["etcd"], bench=self.bench, audit_log=audit_log
+            )
+        )
         version = self.api_json("/version").get("gitVersion")
         if version != K8S_VERSION:
             log_file = self.log_dir / "kube-apiserver.log"
@@ -629,9 +641,11 @@ class Cluster:
         self._log(f"nodes Ready and untainted: {', '.join(names)}")
 
     def create_token(self, service_account: str, namespace: str = "default", duration: str = "1h") -> str:
-        """Return a bound token for ``namespace/service_account`` via TokenRequest (kubectl create token)."""
+        """Return a bound token for ``namespace/service_account`` via TokenRequest (kubectl create token).
+
+        The token is recorded in ``e2e.tokens`` (no log may hold it)."""
         out = self.kubectl("create", "token", service_account, "-n", namespace, f"--duration={duration}")
-        return out.stdout.strip()
+        return tokens.remember(out.stdout.strip())
 
     def token_kubeconfig(self, path: Path, token: str) -> Path:
         """Write a kubeconfig at ``path`` that authenticates with a bearer ``token``; return ``path``."""

@@ -10,6 +10,10 @@ kube-controller-manager creates the default ServiceAccounts; ``TaintNodesByCondi
 because kwok reports nodes Ready and kube-controller-manager's node-lifecycle controller then
 removes the ``node.kubernetes.io/not-ready`` taint, as on a real cluster. Benchmark mode turns
 them off instead, with the request limits (scheduler_perf's settings).
+
+Audit: outside benchmark mode the apiserver writes an audit log (``e2e/audit-policy.yaml``: every
+request at ``Metadata`` level, JSON lines, ``<state>/logs/audit.log``) so tests can prove who sent
+what and when (``e2e/audit.py``, ``e2e.helpers.audit_events``).
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from e2e.pki import admin_ssl_context
 
 E2E_DIR: Final = Path(__file__).resolve().parent
 KWOK_STAGES_FILE: Final = E2E_DIR / "kwok-stages.yaml"
+AUDIT_POLICY_FILE: Final = E2E_DIR / "audit-policy.yaml"
+"""Every request at Metadata level (``e2e/audit.py`` reads the log it produces)."""
 SERVICE_CIDR: Final = "10.0.0.0/24"
 SA_ISSUER: Final = "https://kubernetes.default.svc.cluster.local"
 ALWAYS_ALLOW_PATHS: Final = "/healthz,/readyz,/livez,/metrics"
@@ -80,11 +86,15 @@ def etcd(bin_dir: Path, data_dir: Path, port: int, peer_port: int) -> Component:
     return Component("etcd", argv, port, "/health", healthy, timeout=ETCD_TIMEOUT, interval=0.1)
 
 
-def apiserver(bin_dir: Path, pki: Path, port: int, etcd_port: int, *, bench: bool = False) -> Component:
+def apiserver(
+    bin_dir: Path, pki: Path, port: int, etcd_port: int, *, bench: bool = False, audit_log: Path | None = None
+) -> Component:
     """kube-apiserver on ``https://127.0.0.1:<port>`` with the PKI in ``pki`` (see ``pki.write_pki``).
 
     Ready when ``/readyz`` answers ``ok`` to the admin user. ``bench`` removes the request limits
-    and the admission plugins that need KCM (scheduler_perf's settings).
+    and the admission plugins that need KCM (scheduler_perf's settings). ``audit_log``: write the
+    audit events of :data:`AUDIT_POLICY_FILE` there (one JSON object per line, rotated into
+    ``audit-<time>.log`` files next to it every 100 MB, none deleted).
     """
     argv = [
         str(bin_dir / "kube-apiserver"),
@@ -111,6 +121,8 @@ def apiserver(bin_dir: Path, pki: Path, port: int, etcd_port: int, *, bench: boo
         f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
         "--v=1",
     ]
+    if audit_log is not None:
+        argv += [f"--audit-policy-file={AUDIT_POLICY_FILE}", f"--audit-log-path={audit_log}", "--audit-log-maxsize=100"]
     if bench:
         # scheduler_perf's settings: no request limits, and nodes usable without KCM.
         argv += [

@@ -9,16 +9,23 @@ Per module: ``scheduler`` runs one ome-scheduler with ``scheduler_config`` (the 
 a module overrides that fixture to change it); ``mpi_operator`` and ``training_operator`` run a
 job operator that creates PodGroups for ``ome-scheduler`` (``e2e/operators.py``). Per test:
 ``ns`` is a namespace of its own; in a module marked ``pytest.mark.invariants_after_test`` the shared invariants (``assert_invariants``)
-are checked on it after the test, before it is deleted.
+are checked on it after the test, before it is deleted; ``clean_release`` removes the chart's
+release (``helm uninstall``, namespace ``ome``) before and after the test.
+
+Per session: ``audit`` is the API server's audit log from the start of the session
+(``e2e/audit.py``). Tests marked ``pytest.mark.suite_end`` run after every other test of the
+session (they check what the whole suite left behind, such as its logs).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from e2e.audit import AuditLog
 from e2e.cluster import Cluster
 from e2e.helpers import (
     MEASUREMENTS,
@@ -26,16 +33,28 @@ from e2e.helpers import (
     SchedulerProcess,
     assert_invariants,
     failed_attempts_by_gang,
+    remove_release,
     worst_attempt_window,
 )
 from e2e.manifests import chart_config, unique
 from e2e.operators import MPIOperator, TrainingOperator
+
+SUITE_START = pytest.StashKey[dt.datetime]()
+"""When the session's first e2e test asked for the cluster (UTC)."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "invariants_after_test: check assert_invariants on the test's ns before deleting it"
     )
+    config.addinivalue_line("markers", "suite_end: run after every other test of the session")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Move the ``suite_end`` tests to the end of the session, keeping every other order."""
+    last = [i for i in items if i.get_closest_marker("suite_end") is not None]
+    if last:
+        items[:] = [i for i in items if i.get_closest_marker("suite_end") is None] + last
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -53,6 +72,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     Reuses the cluster in ``OME_CLUSTER_DIR`` (or the default state dir) if it answers; otherwise
     starts one (cold start takes about half a minute) and stops it after the session.
     """
+    request.config.stash[SUITE_START] = dt.datetime.now(dt.UTC)
     existing = Cluster.attach_if_running()
     if existing is not None:
         yield existing
@@ -66,6 +86,25 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
         c.down(keep_logs=failed)
         if failed:
             print(f"\ncontrol plane logs kept in {c.log_dir}")
+
+
+@pytest.fixture(scope="session")
+def audit(cluster: Cluster, request: pytest.FixtureRequest) -> AuditLog:
+    """The API server's audit log from the start of this session (every request at Metadata level).
+
+    A cluster started before the control plane audited (an older ``OME_CLUSTER_DIR``) has none:
+    that is a failure, restart it with ``python -m e2e.cluster up --fresh``."""
+    if not cluster.audit_log.exists():
+        pytest.fail(f"no audit log at {cluster.audit_log}: restart the cluster (python -m e2e.cluster up --fresh)")
+    return AuditLog(cluster.log_dir, request.config.stash[SUITE_START])
+
+
+@pytest.fixture
+def clean_release(cluster: Cluster) -> Iterator[None]:
+    """No chart release before the test (an interrupted run may have left one) nor after it."""
+    remove_release(cluster)
+    yield
+    remove_release(cluster)
 
 
 @pytest.fixture(scope="module")

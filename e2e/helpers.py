@@ -25,6 +25,8 @@ from typing import Any, TypeVar
 import httpx
 import yaml
 
+from e2e import tokens
+from e2e.audit import AuditLog
 from e2e.cluster import Cluster, node_not_ready
 from e2e.manifests import HOSTNAME, POD_GROUP_LABEL, SCHEDULER_NAME, TOPOLOGY_ANNOTATION, pod, pod_group, unique
 from e2e.manifests import chart_config as chart_config  # re-exported: tests/ and bench/ import it from here
@@ -32,6 +34,11 @@ from e2e.manifests import kube_counterpart_config as kube_counterpart_config  # 
 from e2e.processes import free_ports
 
 REPO = Path(__file__).resolve().parent.parent
+CHART = REPO / "helm" / "ome-scheduler"
+RELEASE = "ome-scheduler"
+"""The release name of the chart's e2e installs (and so its ServiceAccount, Lease and objects)."""
+RELEASE_NS = "ome"
+"""The namespace of the chart's e2e installs, as in the user guide."""
 
 T = TypeVar("T")
 
@@ -170,11 +177,16 @@ class Api:
                         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
                     },
                 )
+        return self.request_token(name, namespace)
+
+    def request_token(self, name: str, namespace: str = "default", seconds: int = 3600) -> str:
+        """A token of ServiceAccount ``namespace/name`` valid ``seconds`` (a TokenRequest), recorded
+        in ``e2e.tokens`` (no log may hold it)."""
         tr = self.post(
             f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
-            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": seconds}},
         )
-        return str(tr["status"]["token"])
+        return tokens.remember(str(tr["status"]["token"]))
 
     def pod(self, ns: str, name: str) -> Any:
         return self.get(f"/api/v1/namespaces/{ns}/pods/{name}")
@@ -226,6 +238,18 @@ class Api:
         return [str(e.get("note", "")) for e in self.events(ns, pod) if e.get("reason") == reason]
 
 
+def helm(cluster: Cluster, *args: str, timeout: float = 180.0) -> subprocess.CompletedProcess[str]:
+    """Run the cached helm with the admin kubeconfig; the caller checks ``returncode``."""
+    cmd = [str(cluster.bin_dir / "helm"), f"--kubeconfig={cluster.kubeconfig}", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def remove_release(cluster: Cluster) -> None:
+    """Uninstall the chart's e2e release (if any) and delete its namespace, waiting for both."""
+    helm(cluster, "uninstall", RELEASE, "--namespace", RELEASE_NS, "--ignore-not-found", "--wait", "--timeout", "120s")
+    cluster.kubectl("delete", "namespace", RELEASE_NS, "--ignore-not-found", "--wait=true", timeout=120)
+
+
 def _json(body: Any) -> bytes:
     return json.dumps(body).encode()
 
@@ -251,8 +275,11 @@ class SchedulerProcess:
         v: int = 4,
         extra_args: Sequence[str] = (),
         kubeconfig: Path | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.cluster = cluster
+        self.env = dict(env or {})
+        """Extra environment variables (test hooks such as ``OME_SCHEDULER_TEST_STALL_SIGNAL``)."""
         self.dir = cluster.state_dir / "schedulers" / unique(name)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.config_path = self.dir / "config.yaml"
@@ -272,20 +299,22 @@ class SchedulerProcess:
         ]
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def spawn(self) -> None:
-        """Start the process (its output appended to the log file) without waiting for it."""
+    def launch(self) -> SchedulerProcess:
+        """Start the process (its output appended to the log file) without waiting for anything
+        (``start`` waits until it has synced)."""
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
                 self.argv,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=REPO,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
                 start_new_session=True,
             )
+        return self
 
     def start(self) -> SchedulerProcess:
-        self.spawn()
+        self.launch()
         wait_for(
             "ome-scheduler informers synced",
             lambda: self.alive_or_raise() and "informers synced" in self.log(),
@@ -383,7 +412,7 @@ class SupervisedScheduler:
             self.exits.append((time.monotonic(), proc.returncode))
             if self._stop.wait(self.restart_delay):
                 return
-            self.process.spawn()
+            self.process.launch()
 
     def stop(self) -> None:
         """Stop supervising, then stop the process (SIGTERM, then SIGKILL)."""
@@ -443,6 +472,20 @@ def temp_nodes(api: Api, nodes: Sequence[Mapping[str, Any]], ready_timeout: floa
     finally:
         for name in names:
             api.delete_node(name)
+
+
+def audit_events(cluster: Cluster) -> list[dict[str, Any]]:
+    """Every event of the apiserver's audit log (``Cluster.audit_log`` and its rotated files),
+    in the order written (``audit.k8s.io/v1`` Event objects at Metadata level: ``verb``,
+    ``user.username``, ``userAgent``, ``objectRef``, ``responseStatus``,
+    ``requestReceivedTimestamp``...; read by ``e2e/audit.py``).
+
+    Raises AssertionError when the cluster writes no audit log (benchmark mode, or a cluster
+    started before audit logging was added: ``python -m e2e.cluster down`` and start afresh).
+    """
+    log = cluster.audit_log
+    assert log.exists(), f"no audit log at {log}: restart the cluster (python -m e2e.cluster down)"
+    return list(AuditLog(log.parent, dt.datetime.min.replace(tzinfo=dt.UTC)).events())
 
 
 # ---- assertions ------------------------------------------------------------------------

@@ -146,6 +146,73 @@ def pod_group(
     return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": md, "spec": spec}
 
 
+NO_PROVISIONER = "kubernetes.io/no-provisioner"
+
+
+def storage_class(name: str, provisioner: str = NO_PROVISIONER) -> dict[str, Any]:
+    """A WaitForFirstConsumer StorageClass: claims bind when a pod using them is scheduled. The
+    default provisioner provisions nothing (local PVs only)."""
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": provisioner,
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }
+
+
+def persistent_volume(
+    name: str, storage_class_name: str, node_name: str, *, size: str = "1Gi", claim: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """A local (hostPath) PersistentVolume usable only on node ``node_name``; ``claim`` (a PVC
+    object) pre-binds it to that claim, as a provisioner does."""
+    spec: dict[str, Any] = {
+        "capacity": {"storage": size},
+        "accessModes": ["ReadWriteOnce"],
+        "storageClassName": storage_class_name,
+        "persistentVolumeReclaimPolicy": "Delete" if claim else "Retain",
+        "hostPath": {"path": f"/tmp/e2e/{name}"},
+        "nodeAffinity": {
+            "required": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [node_name]}]}
+                ]
+            }
+        },
+    }
+    if claim is not None:
+        md = claim["metadata"]
+        spec["claimRef"] = {
+            "kind": "PersistentVolumeClaim",
+            "apiVersion": "v1",
+            "namespace": md["namespace"],
+            "name": md["name"],
+            "uid": md["uid"],
+        }
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name}, "spec": spec}
+
+
+def persistent_volume_claim(name: str, ns: str, storage_class_name: str, *, size: str = "1Gi") -> dict[str, Any]:
+    """A ReadWriteOnce claim of ``size`` in class ``storage_class_name``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": storage_class_name,
+            "resources": {"requests": {"storage": size}},
+        },
+    }
+
+
+def with_claim(p: dict[str, Any], claim: str) -> dict[str, Any]:
+    """Pod ``p`` (from :func:`pod`) mounting PersistentVolumeClaim ``claim`` at ``/data``."""
+    p["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+    p["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+    return p
+
+
 HOLD_GATE = "example.com/hold"
 #: An MPIJob launcher's requests: CPU only, but more than a GPU node has left next to a worker.
 MPI_LAUNCHER_REQUESTS: dict[str, str] = {"cpu": "4"}

@@ -161,19 +161,15 @@ def setup(cluster: Cluster, api: Api, tmp_path_factory: pytest.TempPathFactory) 
     )
     cluster.kubectl("apply", "-f", str(rbac))
     try:
-        yield from _run(cluster, api, tmp, docs, sa_path)
+        yield from _run(cluster, api, tmp, docs)
     finally:
         # Leave no chart-named object behind: a later helm install would refuse to adopt it.
         cluster.kubectl("delete", "-f", str(rbac), "--ignore-not-found")
 
 
-def _run(cluster: Cluster, api: Api, tmp: Path, docs: list[dict[str, Any]], sa_path: str) -> Iterator[dict[str, Any]]:
-    tr = api.post(
-        f"{sa_path}/{SCRAPER['name']}/token",
-        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
-    )
+def _run(cluster: Cluster, api: Api, tmp: Path, docs: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     token_file = tmp / "token"
-    token_file.write_text(tr["status"]["token"])
+    token_file.write_text(api.request_token(SCRAPER["name"], SCRAPER["namespace"]))
     cfg = chart_config(scheduler_name=SCHEDULER, leader_elect=True, gang_args={"gcIntervalSeconds": 2})
     with SchedulerProcess(cluster, cfg, v=2) as sched:
         sm = one(docs, "ServiceMonitor", "ome-scheduler")

@@ -6,14 +6,12 @@ and ``helm uninstall ome-scheduler --namespace ome``. kwok plays the kubelets: t
 kube-scheduler places the chart's two replicas on two of the four demo nodes (the default
 required anti-affinity), kwok reports them Running and Ready without pulling the image or
 running probes, so the rollout completes. Running the scheduler itself with the chart's
-ServiceAccount is another test's job.
+ServiceAccount is ``e2e/test_rbac.py``'s job.
 """
 
 from __future__ import annotations
 
 import re
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +19,9 @@ import pytest
 import yaml
 
 from e2e.cluster import Cluster
-from e2e.helpers import REPO, wait_for
+from e2e.helpers import CHART, RELEASE, REPO, helm, wait_for
+from e2e.helpers import RELEASE_NS as NS
 
-CHART = REPO / "helm" / "ome-scheduler"
-RELEASE = "ome-scheduler"
-NS = "ome"
 IMAGE = "registry.example.com/ome/ome-scheduler:v1.3.0"
 
 # The guide's values: its image snippet; the default two replicas fit the four demo nodes.
@@ -44,19 +40,13 @@ EXPECTED = {
     ("Deployment", "ome-scheduler", NS),
     ("Service", "ome-scheduler-metrics", NS),
     ("PodDisruptionBudget", "ome-scheduler", NS),
-    ("ClusterRoleBinding", "ome-scheduler-system-scheduler", None),
-    ("ClusterRoleBinding", "ome-scheduler-system-volume-scheduler", None),
-    ("ClusterRole", "ome-scheduler-extras", None),
-    ("ClusterRoleBinding", "ome-scheduler-extras", None),
-    ("RoleBinding", "ome-scheduler-extension-apiserver-authentication-reader", "kube-system"),
+    ("ClusterRole", "ome-scheduler", None),
+    ("ClusterRoleBinding", "ome-scheduler", None),
+    ("Role", "ome-scheduler-leader-election", NS),
+    ("RoleBinding", "ome-scheduler-leader-election", NS),
     ("ClusterRoleBinding", "ome-scheduler-auth-delegator", None),
     ("ClusterRole", "ome-scheduler-metrics-reader", None),
 }
-
-
-def helm(cluster: Cluster, *args: str, timeout: float = 180.0) -> subprocess.CompletedProcess[str]:
-    cmd = [str(cluster.bin_dir / "helm"), f"--kubeconfig={cluster.kubeconfig}", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def exists(cluster: Cluster, kind: str, name: str, namespace: str | None) -> bool:
@@ -69,18 +59,6 @@ def exists(cluster: Cluster, kind: str, name: str, namespace: str | None) -> boo
 def release_pods(cluster: Cluster) -> list[dict[str, Any]]:
     out = cluster.kubectl_json("get", "pods", "-n", NS, "-l", "app.kubernetes.io/name=ome-scheduler")
     return list(out["items"])
-
-
-def _remove_release(cluster: Cluster) -> None:
-    helm(cluster, "uninstall", RELEASE, "--namespace", NS, "--ignore-not-found", "--wait", "--timeout", "120s")
-    cluster.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=120)
-
-
-@pytest.fixture
-def clean_release(cluster: Cluster) -> Iterator[None]:
-    _remove_release(cluster)  # a previous, interrupted run may have left the release behind
-    yield
-    _remove_release(cluster)
 
 
 @pytest.mark.e2e
@@ -142,85 +120,3 @@ def test_helm_install_rollout_and_uninstall(cluster: Cluster, clean_release: Non
         assert not exists(cluster, kind, name, namespace), f"{kind} {namespace or ''}/{name} left behind"
     wait_for("the release's pods deleted", lambda: not release_pods(cluster), timeout=60, interval=0.5)
     assert helm(cluster, "status", RELEASE, "--namespace", NS).returncode != 0
-
-
-READER_VALUES = """\
-scheduler:
-  replicaCount: 1
-  podDisruptionBudget:
-    enabled: false
-  metrics:
-    reader:
-      serviceAccounts:
-        - name: prometheus
-          namespace: monitoring
-"""
-
-
-@pytest.mark.e2e
-def test_chart_rbac_is_enough_to_schedule_and_metrics_reader(
-    cluster: Cluster, clean_release: None, tmp_path: Path
-) -> None:
-    """ome-scheduler runs locally with the rendered ConfigMap and a token of the chart's
-    ServiceAccount as its only credentials: it elects itself leader and schedules the demo
-    gang; only ServiceAccounts listed in metrics.reader.serviceAccounts read /metrics."""
-    from e2e.helpers import Api, SchedulerProcess, wait_bound
-
-    values = tmp_path / "values.yaml"
-    values.write_text(READER_VALUES)
-    inst = helm(cluster, "install", RELEASE, str(CHART), "--namespace", NS, "--create-namespace", "-f", str(values))
-    assert inst.returncode == 0, inst.stderr
-    cm = cluster.kubectl_json("get", "configmap", "ome-scheduler-config", "-n", NS)
-    config = yaml.safe_load(cm["data"]["config.yaml"])
-    token = cluster.create_token(RELEASE, NS)
-    kubeconfig = cluster.token_kubeconfig(tmp_path / "sa.kubeconfig", token)
-    api = Api(cluster)
-    demo_ns = "gang-demo-helm"
-    cluster.kubectl("delete", "namespace", demo_ns, "--ignore-not-found", "--wait=true", timeout=120)
-    cluster.kubectl("create", "namespace", demo_ns)
-    for sa_ns in ("monitoring",):
-        cluster.kubectl("create", "namespace", sa_ns, check=False)
-    for sa in ("prometheus", "intruder"):
-        cluster.kubectl("create", "serviceaccount", sa, "-n", "monitoring", check=False)
-    try:
-        with SchedulerProcess(cluster, config, kubeconfig=kubeconfig) as sched:
-            holder = wait_for(
-                "the chart's scheduler holds the Lease ome/ome-scheduler",
-                lambda: (cluster.kubectl_json("get", "lease", RELEASE, "-n", NS).get("spec") or {}).get(
-                    "holderIdentity"
-                ),
-                timeout=40,
-            )
-            assert f'identity="{holder}"' in sched.log()
-            for doc in ("podgroup.yaml", "gang.yaml"):
-                obj = yaml.safe_load((REPO / "examples/demo" / doc).read_text())
-                obj["metadata"]["namespace"] = demo_ns
-                cluster.apply(yaml.safe_dump(obj))
-            pods = wait_for(
-                "two demo pods",
-                lambda: (
-                    names
-                    if len(names := [p["metadata"]["name"] for p in api.pods(demo_ns, "app=gang-demo")]) == 2
-                    else None
-                ),
-                timeout=30,
-            )
-            placed = wait_bound(api, demo_ns, pods, timeout=60)
-            assert len(set(placed.values())) == 2
-            for p in pods:  # events are written after the Binding
-                ev = wait_for(
-                    f"{p}'s Scheduled event",
-                    lambda p=p: [e for e in api.events(demo_ns, p) if e["reason"] == "Scheduled"],
-                    timeout=15,
-                )
-                assert ev[0]["reportingController"] == RELEASE
-            assert "forbidden" not in sched.log().lower(), sched.log()[-2000:]
-            allowed = cluster.create_token("prometheus", "monitoring")
-            denied = cluster.create_token("intruder", "monitoring")
-            r = sched.get("/metrics", token=allowed)
-            assert r.status_code == 200 and "ome_scheduler_gang_pin_total" in r.text
-            assert sched.get("/metrics", token=denied).status_code == 403
-    finally:
-        cluster.kubectl("delete", "namespace", demo_ns, "--wait=false", check=False)
-        cluster.kubectl("delete", "namespace", "monitoring", "--wait=false", check=False)
-        api.close()

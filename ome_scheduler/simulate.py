@@ -224,12 +224,17 @@ class MemoryBinder:
         """``namespace/name`` -> node, in bind order."""
         self.in_flight = 0
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
-        """Record the binding and schedule its informer confirmation.
+    async def bind(
+        self, namespace: str, name: str, uid: str, node: str, *, guard: Callable[[], None] | None = None
+    ) -> None:
+        """Record the binding and schedule its informer confirmation (``guard`` is called first,
+        as a real client calls it before sending).
 
         Raises:
             RuntimeError: the pod is gone or was re-created (the API server's 404/409).
         """
+        if guard is not None:
+            guard()
         key = f"{namespace}/{name}"
         pi = self.sim.scheduler.pods.get(key)
         if pi is None or pi.uid != uid:
@@ -417,24 +422,28 @@ class Simulation:
 
     # ---- replay ------------------------------------------------------------------------
 
+    def replay(self) -> None:
+        """Feed the snapshot through the informer event handlers, as the informers' first lists
+        would (``ome-scheduler explain`` builds its offline engine this way)."""
+        self._replay_snapshot()
+
     def _replay_snapshot(self) -> None:
         """The informers' initial lists: namespaces, nodes, storage, PodGroups, then pods
         (bound ones first, so a pending pod's first cycle already sees every placed pod)."""
         h = self.scheduler.handlers
         vol = self.scheduler.volumes
         snap = self.snapshot
-        for ns in snap.namespaces:
-            h.on_namespace_add(ns)
-        for node in snap.nodes:
-            h.on_node_add(node)
-        for sc in snap.storage_classes:
-            vol.on_class_add(sc)
-        for pv in snap.persistent_volumes:
-            vol.on_pv_add(pv)
-        for pvc in snap.persistent_volume_claims:
-            vol.on_pvc_add(pvc)
-        for pg in snap.pod_groups:
-            h.on_pod_group_add(pg)
+        feeds: list[tuple[Sequence[Any], Callable[[Any], None]]] = [
+            (snap.namespaces, h.on_namespace_add),
+            (snap.nodes, h.on_node_add),
+            (snap.storage_classes, vol.on_class_add),
+            (snap.persistent_volumes, vol.on_pv_add),
+            (snap.persistent_volume_claims, vol.on_pvc_add),
+            (snap.pod_groups, h.on_pod_group_add),
+        ]
+        for objects, add in feeds:
+            for obj in objects:
+                add(obj)
         for pod in sorted(snap.pods, key=lambda p: not p.spec.node_name):
             if pod.status.phase not in ("Succeeded", "Failed"):
                 h.on_pod_add(pod)

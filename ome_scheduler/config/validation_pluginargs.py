@@ -241,15 +241,10 @@ def validate_ome_gang_pack_args(args: OMEGangPackArgsV1) -> OMEGangPackArgs:
             raise ConfigError(f"{name} is too large")
     if gc is None:
         raise ConfigError("gcIntervalSeconds must be configured")
-    return OMEGangPackArgs(
-        topology_key=args.topology_key,
-        pod_group_topology_key_annotation=args.pod_group_topology_key_annotation,
-        unsupported_placement_group_label=args.unsupported_placement_group_label,
-        default_permit_timeout_seconds=args.default_permit_timeout_seconds,
-        pod_group_sync_timeout_seconds=args.pod_group_sync_timeout_seconds,
-        gc_interval_seconds=gc,
-        standalone_domain_packing=args.standalone_domain_packing is not False,
-    )
+    # The v1 shape's fields, with the two whose None meant "default" resolved.
+    fields = msgspec.structs.asdict(args)
+    fields.update(gc_interval_seconds=gc, standalone_domain_packing=args.standalone_domain_packing is not False)
+    return OMEGangPackArgs(**fields)
 
 
 # ---- decoding ---------------------------------------------------------------------------

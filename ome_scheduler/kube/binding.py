@@ -29,7 +29,7 @@ informer) the checks are two dictionary lookups.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import anyio
@@ -70,14 +70,18 @@ class GatedBinder:
         self.nodes = nodes
         self.pods = pods
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    async def bind(
+        self, namespace: str, name: str, uid: str, node: str, *, guard: Callable[[], None] | None = None
+    ) -> None:
         """POST the Binding of ``namespace/name`` (``uid``) to ``node`` (see the module docstring).
+        ``guard`` (the leader's fence) runs right before each attempt is sent, after every wait.
 
         Raises:
             BindingRefused: the node is gone, or the pod is gone or bound elsewhere.
             StaleView: the informers could not re-read the cluster within ``fresh_timeout``.
             ApiError: the API server refused the Binding.
             aiohttp.ClientError / TimeoutError: every attempt failed in transport.
+            Exception: whatever ``guard`` raised (the Binding was not sent).
         """
         last: BaseException | None = None
         failed_at: float | None = None
@@ -86,7 +90,7 @@ class GatedBinder:
             if self._landed(namespace, name, uid, node):
                 return
             try:
-                await self.client.bind(namespace, name, uid, node, transport_retries=0)
+                await self.client.bind(namespace, name, uid, node, transport_retries=0, guard=guard)
                 return
             except TRANSPORT_ERRORS as exc:
                 last, failed_at = exc, time.monotonic()

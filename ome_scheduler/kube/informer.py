@@ -51,6 +51,7 @@ import msgspec
 from ome_scheduler.api.meta import ListMeta, MetaOnly, ObjectMeta, RawWatchEvent, Status
 from ome_scheduler.kube.client import TRANSPORT_ERRORS, ApiError, KubeClient
 from ome_scheduler.logs import get_logger
+from ome_scheduler.metrics import Metrics
 
 
 class Object(Protocol):
@@ -173,8 +174,14 @@ class Informer(Generic[T]):
         on_invalid: Callable[[bytes, str], None] | None = None,
         on_error: Callable[[T, str], None] | None = None,
         keep_stale: bool = False,
+        metrics: Metrics | None = None,
     ) -> None:
         self.client = client
+        self.metrics = metrics
+        """Where relists and watch restarts are counted (``ome_scheduler_informer_*``), if anywhere."""
+        if metrics is not None:  # exported as 0 from the start, so rate() works before the first one
+            metrics.informer_relists.labels(name)
+            metrics.informer_watch_restarts.labels(name)
         self.path = path
         self.name = name
         self.params = params or {}
@@ -516,6 +523,8 @@ class Informer(Generic[T]):
             try:
                 started = time.monotonic()
                 self._relist.clear()
+                if self.synced.is_set() and self.metrics is not None:
+                    self.metrics.informer_relists.labels(self.name).inc()
                 await self._list()
                 self.listed_at = started
                 self.served = True
@@ -558,6 +567,8 @@ class Informer(Generic[T]):
                         await asyncio.sleep(backoff.next())
                         break
                     short_watches = 0  # a normal end (the server's timeout): resume, nothing was missed
+                    if self.metrics is not None and not self._relist.is_set():
+                        self.metrics.informer_watch_restarts.labels(self.name).inc()
             except asyncio.CancelledError:
                 raise
             except ApiError as exc:

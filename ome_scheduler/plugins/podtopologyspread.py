@@ -234,15 +234,23 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
             return None, Status(Code.SKIP)
         s = _FilterState(cons)
         ns = pod.namespace
-        for n in nodes:
-            if not node_has_all_keys(n.labels, cons):
-                continue
-            for i, c in enumerate(cons):
-                if not c.includes(pod, n):
-                    continue
-                v = n.labels[c.topology_key]
-                counts = s.counts[i]
-                counts[v] = counts.get(v, 0) + count_matching(n.pods, c.selector, ns)
+        # Constraints with the same topology key and inclusion policies see the same nodes and
+        # domains: walk the nodes once per such group, and count matching pods only on nodes
+        # that have pods, so many constraints cost little more than one.
+        groups: dict[tuple[str, str, str], list[int]] = {}
+        for i, c in enumerate(cons):
+            groups.setdefault((c.topology_key, c.node_affinity_policy, c.node_taints_policy), []).append(i)
+        eligible = [n for n in nodes if node_has_all_keys(n.labels, cons)]
+        for (tk, _, _), idxs in groups.items():
+            c0 = cons[idxs[0]]
+            included = [(n.labels[tk], n) for n in eligible if c0.includes(pod, n)]
+            domains = dict.fromkeys((v for v, _ in included), 0)
+            with_pods = [(v, n) for v, n in included if n.pods]
+            for i in idxs:
+                counts = s.counts[i] = dict(domains)
+                sel = cons[i].selector
+                for v, n in with_pods:
+                    counts[v] += count_matching(n.pods, sel, ns)
         s.mins = [min(c.values()) if c else 2**31 - 1 for c in s.counts]
         state.write(_PRE_FILTER, s)
         return None, None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any, cast
 
 import aiohttp
@@ -56,11 +57,20 @@ class DropsAnswers(KubeClient):
     before = 0
     after = 0
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str, *, transport_retries: int = 3) -> None:
+    async def bind(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        node: str,
+        *,
+        transport_retries: int = 3,
+        guard: Callable[[], None] | None = None,
+    ) -> None:
         if self.before > 0:
             self.before -= 1
             raise aiohttp.ServerDisconnectedError()
-        await super().bind(namespace, name, uid, node, transport_retries=transport_retries)
+        await super().bind(namespace, name, uid, node, transport_retries=transport_retries, guard=guard)
         if self.after > 0:
             self.after -= 1
             raise aiohttp.ServerDisconnectedError()
@@ -171,5 +181,24 @@ def test_a_pod_bound_elsewhere_meanwhile_is_not_bound_again() -> None:
         with pytest.raises(BindingRefused, match='already bound to node "n2"'):
             await env.binder.bind("ns", "p", "u1", "n1")
         assert env.posts() == 0
+
+    run(test)
+
+
+def test_the_fence_is_checked_after_the_wait_for_a_fresh_view_right_before_the_binding_is_sent() -> None:
+    async def test(api: FakeApiServer) -> None:
+        from ome_scheduler.framework.fence import Fence, Fenced
+
+        env = Env(api)
+        renewed: list[float | None] = [time.monotonic()]
+        fence = Fence(lambda: renewed[0], renew_deadline=10.0)
+        env.other.stale = True
+        task = asyncio.create_task(env.binder.bind("ns", "p", "u1", "n1", guard=fence.check))
+        await asyncio.sleep(0.1)
+        renewed[0] = None  # the lease is lost while the Binding waits for the view
+        env.other.listed()
+        with pytest.raises(Fenced, match="does not hold the leader lease"):
+            await asyncio.wait_for(task, 2)
+        assert env.posts() == 0 and not api.pods["ns/p"]["spec"].get("nodeName")
 
     run(test)

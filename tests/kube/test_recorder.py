@@ -122,7 +122,7 @@ def test_a_repeat_becomes_one_series_patch_and_later_repeats_send_nothing() -> N
         failed(rec, pod)
         await rec.drain()
         name = api.requests[0].body["metadata"]["name"]
-        failed(rec, pod, note="a different note is still the same event")
+        failed(rec, pod)
         await rec.drain()
         assert len(api.requests) == 2
         patch = api.requests[1]
@@ -137,6 +137,11 @@ def test_a_repeat_becomes_one_series_patch_and_later_repeats_send_nothing() -> N
         assert len(api.requests) == 2
         stored = api.events[f"ns/{name}"]
         assert stored["series"]["count"] == 2 and stored["note"] == "0/4 nodes are available"
+        # Unlike client-go's key, ours holds the note: a new message is a new event even when the
+        # pod's resourceVersion has not caught up with our last status patch yet.
+        failed(rec, pod, note="0/4 nodes are available: a new reason")
+        await rec.drain()
+        assert len(api.requests) == 3 and api.requests[2].method == "POST"
 
     run(main)
 
@@ -241,8 +246,36 @@ def test_pending_writes_are_bounded() -> None:
         failed(rec, make_pod("3"))  # room again
         await rec.drain()
         assert len(api.requests) == 2
+        assert rec.dropped == 1
 
     run(main, max_pending=1)
+
+
+def test_events_have_their_own_client_and_a_backlog_of_them_never_delays_a_status_patch() -> None:
+    """kube-scheduler's eventClient: events are written EVENT_IN_FLIGHT at a time through their
+    own connections, so a burst of them queues in the recorder, not in front of status patches."""
+
+    async def main(api: FakeApiServer, rec: Recorder) -> None:
+        assert rec.events_client is not rec.client
+        n = recorder_module.EVENT_IN_FLIGHT
+        held = api.hold("POST", EVENTS, times=n)
+        for i in range(n + 5):
+            failed(rec, make_pod(str(i)))
+        await asyncio.wait_for(held.arrived.wait(), 5)
+        rec.pod_scheduled_false(make_pod("99"), "Unschedulable", "0/4 nodes are available")
+        for _ in range(100):
+            if api.sent("PATCH", STATUS):
+                break
+            await asyncio.sleep(0.01)
+        assert len(api.sent("PATCH", STATUS)) == 1  # not queued behind the held events
+        assert len(api.sent("POST", EVENTS)) == n  # the other events wait in the recorder
+        assert rec.pending() == n + 5
+        held.release.set()
+        await rec.drain()
+        assert len(api.sent("POST", EVENTS)) == n + 5 and rec.pending() == 0
+        await rec.close()
+
+    run(main)
 
 
 # ---- PodScheduled condition and nominatedNodeName ------------------------------------------

@@ -57,43 +57,93 @@ def best_fit(room: Mapping[str, int], gang_size: int) -> str | None:
     return best
 
 
-def _max_flow(templates: Sequence[int], fits: list[list[bool]], caps: list[int], limit: int) -> int:
-    """Assign templates (by index) to nodes with capacities; stop at ``limit`` assignments.
+def max_flow(
+    supply: Sequence[int], fits: Sequence[Sequence[int]], caps: Sequence[int], limit: int, first: int = -1
+) -> int:
+    """Members assignable to nodes, stopping at ``limit`` (a transportation problem).
 
-    Augmenting paths over the bipartite graph template -> node (Ford-Fulkerson with unit
-    template capacity), which is enough for gangs of tens of members.
+    ``supply[g]`` members of shape group ``g`` may go to any node class in ``fits[g]``; node
+    class ``c`` takes ``caps[c]`` members in all. With ``first`` >= 0, one member of that group
+    is placed before the rest (its slot may move later, but the group keeps at least one
+    member placed: an augmenting path never lowers a source edge). Edmonds-Karp over
+    groups x classes, pushing the bottleneck along each shortest path, iteratively: its cost
+    grows with the number of shapes and node classes, never with the number of members, and no
+    recursion depth is reachable by input.
     """
     if limit <= 0:
         return 0
-    used = [0] * len(caps)
-    holders: list[list[int]] = [[] for _ in caps]
-    assigned = 0
-
-    def augment(t: int, seen: list[bool]) -> bool:
-        for n, ok in enumerate(fits[t]):
-            if not ok or seen[n] or caps[n] <= 0:
-                continue
-            seen[n] = True
-            if used[n] < caps[n]:
-                used[n] += 1
-                holders[n].append(t)
-                return True
-            for i, other in enumerate(holders[n]):
-                if augment(other, seen):
-                    holders[n][i] = t
-                    return True
-        return False
-
-    for t in templates:
-        if augment(t, [False] * len(caps)):
-            assigned += 1
-            if assigned >= limit:
+    groups, classes = len(supply), len(caps)
+    flow = [[0] * classes for _ in range(groups)]
+    sent = [0] * groups  # per group, from the source
+    load = [0] * classes  # per class, into the sink
+    total = 0
+    if first >= 0:
+        c = next((c for c in fits[first] if caps[c] > 0), None)
+        if c is None or supply[first] <= 0:
+            return 0
+        flow[first][c] = sent[first] = load[c] = total = 1
+    while total < limit:
+        # BFS over the residual graph: source -> group (supply left) -> class (always) ->
+        # group (undo flow already on that edge) ... -> class with room left -> sink.
+        group_from: list[int | None] = [None] * groups  # class we reached the group from (-1: source)
+        class_from: list[int] = [-1] * classes  # group we reached the class from
+        frontier = [g for g in range(groups) if sent[g] < supply[g]]
+        for g in frontier:
+            group_from[g] = -1
+        end = -1
+        while frontier and end < 0:
+            nxt: list[int] = []
+            for g in frontier:
+                for c in fits[g]:
+                    if class_from[c] >= 0 or caps[c] <= 0:
+                        continue
+                    class_from[c] = g
+                    if load[c] < caps[c]:
+                        end = c
+                        break
+                    for g2 in range(groups):
+                        if flow[g2][c] > 0 and group_from[g2] is None:
+                            group_from[g2] = c
+                            nxt.append(g2)
+                if end >= 0:
+                    break
+            frontier = nxt
+        if end < 0:
+            break
+        # Walk back to the source for the bottleneck, then push it.
+        push = min(caps[end] - load[end], limit - total)
+        c = end
+        while True:
+            g = class_from[c]
+            back = group_from[g]
+            assert back is not None
+            if back < 0:
+                push = min(push, supply[g] - sent[g])
                 break
-    return assigned
+            push = min(push, flow[g][back])
+            c = back
+        c = end
+        load[c] += push
+        while True:
+            g = class_from[c]
+            flow[g][c] += push
+            back = group_from[g]
+            assert back is not None
+            if back < 0:
+                sent[g] += push
+                break
+            flow[g][back] -= push
+            c = back
+        total += push
+    return total
 
 
 class GangPlanner(Generic[T, N]):
     """Plans one gang over a set of nodes.
+
+    Members with equal signatures are interchangeable (one *shape group*), and so are nodes
+    that fit the same groups with the same capacity (one *node class*): assignments are
+    solved over groups x classes, so the cost does not grow with the number of members.
 
     Args:
         templates: the current member first, then the other unplaced live members.
@@ -125,6 +175,8 @@ class GangPlanner(Generic[T, N]):
             self._sig_of.append(k)
             self._groups.setdefault(k, []).append(i)
         self.homogeneous = len(self._groups) == 1
+        self._keys = list(self._groups)  # group order; the current member's group is first
+        self._supply = [len(self._groups[k]) for k in self._keys]
 
     def _counts(self, node: N) -> dict[Hashable, int]:
         """Members of each template signature that ``node`` takes now (capped at 1 if apart)."""
@@ -152,6 +204,28 @@ class GangPlanner(Generic[T, N]):
         plan.joinable = self._joinable(counts, caps)
         return plan
 
+    def _classes(self, counts: list[dict[Hashable, int]], caps: list[int]) -> tuple[list[tuple[bool, ...]], list[int]]:
+        """Node classes: (which groups fit, per class) and the summed capacity of each class;
+        also records each node's class in ``self._class_of``."""
+        index: dict[tuple[tuple[bool, ...], int], int] = {}
+        pattern: list[tuple[bool, ...]] = []
+        total: list[int] = []
+        self._class_of: list[int] = []
+        for c, cap in zip(counts, caps, strict=True):
+            fit = tuple(c[k] > 0 for k in self._keys)
+            key = (fit, cap)
+            i = index.get(key)
+            if i is None:
+                i = index[key] = len(pattern)
+                pattern.append(fit)
+                total.append(0)
+            total[i] += cap
+            self._class_of.append(i)
+        return pattern, total
+
+    def _fits(self, pattern: list[tuple[bool, ...]]) -> list[list[int]]:
+        return [[c for c, fit in enumerate(pattern) if fit[g]] for g in range(len(self._keys))]
+
     def _joinable(self, counts: list[dict[Hashable, int]], caps: list[int]) -> bool:
         """Whether the current member can take a node here and ``need - 1`` siblings still fit."""
         need = self.need
@@ -162,24 +236,8 @@ class GangPlanner(Generic[T, N]):
         # node for the current member is sufficient; no assignment search is needed.
         if self.homogeneous:
             return any(c[k0] > 0 for c in counts)
-        for x in range(len(counts)):
-            if counts[x][k0] > 0 and self._rest_fits(counts, caps, x):
-                return True
-        return False
-
-    def _rest_fits(self, counts: list[dict[Hashable, int]], caps: list[int], x: int) -> bool:
-        """With the current member on node ``x``, can ``need - 1`` other templates be assigned?"""
-        rest = self.need - 1
-        if rest <= 0:
-            return True
-        c2 = list(caps)
-        c2[x] -= 1  # the current member's slot on node x
-        others = list(range(1, len(self.templates)))
-        fits = [
-            [counts[n][self._sig_of[t]] > 0 for n in range(len(counts))] if t else []
-            for t in range(len(self.templates))
-        ]
-        return _max_flow(others, fits, c2, rest) >= rest
+        pattern, total = self._classes(counts, caps)
+        return max_flow(self._supply, self._fits(pattern), total, need, first=0) >= need
 
     def candidates(self, plan: DomainPlan[N]) -> list[N]:
         """Spec §3.5 under rule 1: nodes the current member may take without stranding a sibling."""
@@ -191,16 +249,25 @@ class GangPlanner(Generic[T, N]):
             else [min([v for v in c.values() if v > 0], default=0) for c in counts]
         )
         k0 = self._sig_of[0]
+        if self.homogeneous:
+            return [n for x, n in enumerate(plan.nodes) if counts[x][k0] > 0] if sum(caps) >= self.need else []
+        pattern, total = self._classes(counts, caps)
+        fits = self._fits(pattern)
+        supply = list(self._supply)
+        supply[0] -= 1  # the current member, placed on the class being tried
+        ok: dict[int, bool] = {}
         out: list[N] = []
-        total = sum(caps)
         for x, n in enumerate(plan.nodes):
             if counts[x][k0] <= 0:
                 continue
-            if self.homogeneous:
-                if total >= self.need:
-                    out.append(n)
-                continue
-            if self._rest_fits(counts, caps, x):
+            c = self._class_of[x]
+            if c not in ok:
+                # Nodes of one class are interchangeable: one check answers for all of them.
+                left = list(total)
+                left[c] -= 1
+                rest = self.need - 1
+                ok[c] = rest <= 0 or max_flow(supply, fits, left, rest) >= rest
+            if ok[c]:
                 out.append(n)
         return out
 

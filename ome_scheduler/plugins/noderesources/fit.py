@@ -196,9 +196,9 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
     @queueing_hint
     def is_schedulable_after_node_change(pod: Pod, old: Node | None, new: Node | None) -> QueueingHint:
         """Queue when a node was added with room for the pod or grew a resource the pod requests."""
-        if new is None:
-            return QueueingHint.QUEUE
         pi = PodInfo(pod)
+        if new is None:  # not registered for deletes; a deleted node frees nothing anyway
+            return QueueingHint.QUEUE
         ni = NodeInfo(new.metadata.name)
         ni.set_node(new)
         if insufficient_resources(pi.requests, ni)[0]:

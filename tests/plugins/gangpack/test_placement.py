@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from itertools import product
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, template_signature
-from ome_scheduler.plugins.gangpack.placement import GangPlanner, best_fit, group_by_domain
+from ome_scheduler.plugins.gangpack.placement import GangPlanner, best_fit, group_by_domain, max_flow
 from tests.builders import make_node, make_pod, node_info
 
 DK = "topology.ome.io/domain"
@@ -159,3 +164,62 @@ def test_planning_at_fleet_size() -> None:
     rooms = plan(templates, 8, nodes)
     assert all(r == (8, True) for r in rooms.values())
     assert best_fit({d: r for d, (r, ok) in rooms.items() if ok}, 8) == "d000"
+
+
+# ---- the shape-group flow against brute force ------------------------------------------------
+
+
+def brute_force_assignable(shapes: list[int], fits: list[set[int]], caps: list[int], limit: int) -> int:
+    """The most members (each of shape ``shapes[i]``) placeable on nodes, by trying every choice."""
+    best = 0
+    for choice in product(*[[-1, *sorted(fits[s])] for s in shapes]):
+        used = [0] * len(caps)
+        ok = True
+        for n in choice:
+            if n >= 0:
+                used[n] += 1
+                ok = ok and used[n] <= caps[n]
+        if ok:
+            best = max(best, sum(1 for n in choice if n >= 0))
+    return min(best, limit)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    shapes=st.lists(st.integers(0, 2), min_size=1, max_size=6),
+    fits=st.lists(st.sets(st.integers(0, 3)), min_size=3, max_size=3),
+    caps=st.lists(st.integers(0, 3), min_size=4, max_size=4),
+    limit=st.integers(1, 6),
+)
+def test_max_flow_matches_brute_force(shapes: list[int], fits: list[set[int]], caps: list[int], limit: int) -> None:
+    supply = [shapes.count(g) for g in range(3)]
+    got = max_flow(supply, [sorted(f) for f in fits], caps, limit)
+    assert got == brute_force_assignable(shapes, fits, caps, limit)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    sizes=st.lists(st.integers(1, 3), min_size=1, max_size=6),
+    free=st.lists(st.integers(0, 4), min_size=1, max_size=4),
+    need=st.integers(1, 6),
+)
+def test_mixed_gang_joinable_and_candidates_match_brute_force(sizes: list[int], free: list[int], need: int) -> None:
+    """Members of ``sizes`` GPUs on nodes with ``free`` GPUs: the planner agrees with brute force
+    on whether the gang can join and on which nodes the first member may take."""
+    planner: GangPlanner[int, int] = GangPlanner(sizes, need, lambda t, n: free[n] // t, signature=lambda t: t)
+    nodes = list(range(len(free)))
+    plan = planner.plan_domain("d", nodes)
+    caps = plan.node_caps
+    fits = [{n for n in nodes if free[n] // s > 0} for s in sizes]
+
+    def placeable_with_first_on(x: int) -> bool:
+        if x not in fits[0] or caps[x] <= 0 or need > len(sizes):
+            return False
+        left = list(caps)
+        left[x] -= 1
+        return 1 + brute_force_assignable(list(range(1, len(sizes))), fits, left, need - 1) >= need
+
+    want_nodes = [x for x in nodes if placeable_with_first_on(x)]
+    assert plan.joinable == bool(want_nodes)
+    if plan.joinable:
+        assert planner.candidates(plan) == want_nodes
