@@ -463,7 +463,12 @@ class Cluster:
         builders: dict[str, Callable[[], Component]] = {
             "etcd": lambda: components.etcd(bin_dir, self.state_dir / "etcd", ports["etcd"], ports["etcd-peer"]),
             "kube-apiserver": lambda: components.apiserver(
-                bin_dir, pki, ports["kube-apiserver"], ports["etcd"], bench=self.bench
+                bin_dir,
+                pki,
+                ports["kube-apiserver"],
+                ports["etcd"],
+                bench=self.bench,
+                audit_log=None if self.bench else self.audit_log,
             ),
             "kube-controller-manager": lambda: components.controller_manager(
                 bin_dir, kc("kube-controller-manager"), pki, ports["kube-controller-manager"]
