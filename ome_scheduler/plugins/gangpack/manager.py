@@ -347,8 +347,14 @@ class GangManager:
                 )
                 pin.hold_until = self.forming_since[key] + gang.timeout
                 self.metrics.pin("adopted")
+                hold = "holding it" if pin.holding and pin.remaining > 0 else "without a hold"
+                if not pin.holding and pin.remaining > 0:
+                    hold += " (its holds expired)"
                 self.pod_group_event(
-                    key, "Normal", "Adopted", f"adopted {tk}={placed_domain}, where {count} members are already placed"
+                    key,
+                    "Normal",
+                    "Adopted",
+                    f"adopted {tk}={placed_domain}, where {count} members are already placed, {hold}",
                 )
                 self.metrics.pinned_groups(len(self.pins))
                 self.report(key)
