@@ -26,7 +26,13 @@ Modules:
 * ``test_apiserver_outages.py``: kube-apiserver paused 70 s, kube-apiserver and etcd restarted
   while gangs form (item 2);
 * ``test_proxy_faults.py``: Toxiproxy between the scheduler and the API server: stalled watches,
-  a blackhole while a node is deleted, resets, latency, bandwidth (item 3).
+  a blackhole while a node is deleted, resets, latency, bandwidth (item 3);
+* ``test_binding_outcomes.py``: a Binding whose answer is lost (``e2e/interposer.py`` turns it
+  into a 504, whose retry meets 409, or cuts it off) is a success; a member whose Binding a
+  ValidatingAdmissionPolicy always refuses keeps no hold past its gang's timeout (item 4);
+* ``test_no_hold_outlives_its_gang.py``: a partly bound gang whose domain lost a node, and a
+  gang with a member that never fits, release their holds within ``scheduleTimeoutSeconds``
+  (item 5; the gated member is ``e2e/test_gang_changes.py``'s).
 
 Every test where the scheduler keeps running also ends with zero cache drift
 (``e2e.helpers.assert_no_drift``: SIGUSR2 runs the scheduler's cache comparer, item 6).
