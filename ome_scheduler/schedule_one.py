@@ -11,9 +11,10 @@ Mirrors ``pkg/scheduler/schedule_one.go`` (v1.35.4):
   PostBind.
 * :meth:`ScheduleOne.handle_scheduling_failure` records ``FailedScheduling`` with the
   FitError text, sets ``PodScheduled=False`` (reason ``Unschedulable`` or ``SchedulerError``),
-  keeps that text as a gang member's last reason for its PodGroup, and requeues the pod;
-  :meth:`ScheduleOne.handle_binding_cycle_error` first un-reserves the pod and forgets its
-  assumption.
+  keeps that text as a gang member's last reason for its PodGroup, and requeues the pod (a pod
+  found bound meanwhile gets none of it); :meth:`ScheduleOne.handle_binding_cycle_error` first
+  un-reserves the pod and forgets its assumption, and tells a gang member's PodGroup why its
+  Binding failed.
 * :meth:`ScheduleOne.handle_cycle_exception`: a scheduling cycle that raised (a bug, or an
   input no plugin guarded against) costs this pod's attempt only: whatever it reserved is
   released, and it fails like an Error status (``Error scheduling pod; retrying``, a
