@@ -143,6 +143,10 @@ def test_a_gang_without_room_says_why_and_explain_agrees(
         assert {d["domain"]: (d["room"], d["fits"]) for d in ex["domains"]} == {"three": (3, False), "four": (4, False)}
         assert [m["state"] for m in ex["members"]] == ["pending"] * len(members)
         assert ex["status"]["waitingReason"] == ann["ome.io/waiting-reason"]
+        # The gang leaves before its nodes do: each deleted node of its domain would wake all five
+        # members once more (hint 6 of §6.2), attempts that the livelock check would count.
+        for m in members:
+            api.delete_pod(ns, m)
 
 
 def test_explain_picks_the_domain_the_scheduler_then_binds(

@@ -145,7 +145,17 @@ def expect_live(
         wait_for("the live cluster to match the simulation", matches, timeout=40, interval=0.5)
     except AssertionError:
         diff = {k: (want[k], last.get(k)) for k in want if want[k] != last.get(k)}
-        raise AssertionError(f"live differs from simulated (simulated, live): {diff}") from None
+        # What the live scheduler did with this namespace's pods, and whether it led meanwhile.
+        trail = [ln for ln in sched.log().splitlines() if ns in ln or "lease" in ln.lower()][-60:]
+        nodes = {
+            n["metadata"]["name"]: [t["key"] for t in n["spec"].get("taints", [])]
+            for n in api.nodes()
+            if dk in n["metadata"].get("labels", {})
+        }
+        raise AssertionError(
+            f"live differs from simulated (simulated, live): {diff}\ntaints of the domain nodes: {nodes}\n"
+            + "\n".join(trail)
+        ) from None
 
 
 def gang_objs(

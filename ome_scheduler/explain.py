@@ -34,7 +34,7 @@ import asyncio
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -62,11 +62,22 @@ from ome_scheduler.plugins.gangpack.gang import is_live, topology_key_of
 from ome_scheduler.plugins.gangpack.placement import GangPlanner, group_by_domain
 from ome_scheduler.plugins.gangpack.plugin import OMEGangPack
 from ome_scheduler.simulate import Simulation
+from ome_scheduler.util.output import write_result
 
 DERIVED_HOLDS = (
     "Holds of forming gangs live in the scheduler's memory; they are derived here from what the API shows: "
     "members waiting at Permit (status.nominatedNodeName) and PodGroups' ome.io/placement annotation."
 )
+
+
+def camel_fields(record: Any) -> dict[str, Any]:
+    """A dataclass record's fields as a JSON object with camelCase keys (``if_ungated`` ->
+    ``ifUngated``), values as they are (shallow: nested records stay objects)."""
+    out: dict[str, Any] = {}
+    for f in fields(record):
+        head, *rest = f.name.split("_")
+        out[head + "".join(w.title() for w in rest)] = getattr(record, f.name)
+    return out
 
 
 @dataclass
@@ -81,7 +92,7 @@ class Member:
 
     def to_json(self) -> dict[str, Any]:
         """camelCase JSON."""
-        return {"name": self.name, "state": self.state, "node": self.node, "domain": self.domain, "reason": self.reason}
+        return camel_fields(self)
 
 
 @dataclass
@@ -104,16 +115,11 @@ class Domain:
 
     def to_json(self) -> dict[str, Any]:
         """camelCase JSON."""
-        return {
-            "domain": self.name,
-            "nodes": self.nodes,
-            "room": self.room,
-            "fits": self.fits,
-            "heldBy": self.held_by,
-            "nodesFitting": self.nodes_fitting,
-            "reasons": dict(sorted(self.reasons.items())),
-            "whyNot": self.why_not(),
-        }
+        doc = {"domain": self.name, **camel_fields(self)}
+        del doc["name"]
+        doc["reasons"] = dict(sorted(self.reasons.items()))
+        doc["whyNot"] = self.why_not()
+        return doc
 
 
 @dataclass
@@ -131,14 +137,7 @@ class Decision:
 
     def to_json(self) -> dict[str, Any]:
         """camelCase JSON."""
-        return {
-            "result": self.result,
-            "domain": self.domain,
-            "node": self.node,
-            "pod": self.pod,
-            "message": self.message,
-            "ifUngated": self.if_ungated,
-        }
+        return camel_fields(self)
 
 
 @dataclass
@@ -621,8 +620,5 @@ def main(argv: Sequence[str]) -> int:
     if isinstance(ex, str):
         sys.stderr.write(f"Error: {ex}\n")
         return 1
-    if args.output == "json":
-        sys.stdout.write(msgspec.json.format(msgspec.json.encode(ex.to_json()), indent=2).decode() + "\n")
-    else:
-        sys.stdout.write(render_text(ex))
+    write_result(args.output, ex.to_json, lambda: render_text(ex))
     return 0

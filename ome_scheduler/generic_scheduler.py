@@ -52,6 +52,14 @@ def num_feasible_nodes_to_find(percentage: int | None, num_all: int) -> int:
     return max(n, MIN_FEASIBLE_NODES_TO_FIND)
 
 
+def feasible_nodes_wanted(fw: Framework, num_all: int) -> int:
+    """How many feasible nodes a cycle of ``fw`` looks for among ``num_all``: one when no Score
+    plugin runs (any feasible node will do), else :func:`num_feasible_nodes_to_find`."""
+    if not fw.has_score_plugins():
+        return 1
+    return num_feasible_nodes_to_find(fw.percentage_of_nodes_to_score, num_all)
+
+
 class GenericScheduler:
     """Picks a node for one pod against the cache (the cycle's snapshot)."""
 
@@ -149,9 +157,7 @@ class GenericScheduler:
         n = len(nodes)
         if n == 0:
             return []
-        to_find = num_feasible_nodes_to_find(fw.percentage_of_nodes_to_score, n)
-        if not fw.has_score_plugins():
-            to_find = 1
+        to_find = feasible_nodes_wanted(fw, n)
         feasible: list[NodeInfo] = []
         statuses = diag.node_to_status.statuses
         last_plugin: str | None = None
@@ -197,9 +203,7 @@ class GenericScheduler:
         n = len(nodes)
         if n == 0:
             return []
-        to_find = num_feasible_nodes_to_find(fw.percentage_of_nodes_to_score, n)
-        if not fw.has_score_plugins():
-            to_find = 1
+        to_find = feasible_nodes_wanted(fw, n)
         st = table.state
         statuses = table.statuses
         run_filter = fw.run_filter

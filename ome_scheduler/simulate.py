@@ -72,6 +72,7 @@ from ome_scheduler.simreport import (
     SimulationResult,
     render_text,
 )
+from ome_scheduler.util.output import write_result
 from ome_scheduler.util.timestamps import now_rfc3339
 
 GANG_PLUGIN = "OMEGangPack"
@@ -833,8 +834,5 @@ def main(argv: Sequence[str]) -> int:
         except PlotUnavailable as exc:
             sys.stderr.write(f"Error: {exc}\n")
             return 1
-    if args.output == "json":
-        sys.stdout.write(msgspec.json.format(msgspec.json.encode(result.to_json()), indent=2).decode() + "\n")
-    else:
-        sys.stdout.write(render_text(result))
+    write_result(args.output, result.to_json, lambda: render_text(result))
     return 0

@@ -30,7 +30,7 @@ from ome_scheduler.framework.events import (
 from ome_scheduler.framework.interface import CycleState, FilterPlugin, Handle, PreFilterPlugin
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
-from ome_scheduler.plugins.volumebinding import store_of, uses_claim
+from ome_scheduler.plugins.volumebinding import is_schedulable_after_own_claim_event, store_of
 
 ERR_REASON_DISK_CONFLICT = "node(s) had no available disk"
 ERR_REASON_RWOP_CONFLICT = (
@@ -139,13 +139,8 @@ class VolumeRestrictions(PreFilterPlugin, FilterPlugin):
             on(PERSISTENT_VOLUME_CLAIM, ActionType.ADD, self.is_schedulable_after_persistent_volume_claim_added),
         ]
 
-    @staticmethod
-    @queueing_hint
-    def is_schedulable_after_persistent_volume_claim_added(
-        pod: Pod, old: PersistentVolumeClaim | None, new: PersistentVolumeClaim | None
-    ) -> QueueingHint:
-        """Queue when a claim the pod uses was added."""
-        return QueueingHint.QUEUE if new is not None and uses_claim(pod, new) else QueueingHint.QUEUE_SKIP
+    is_schedulable_after_persistent_volume_claim_added = staticmethod(is_schedulable_after_own_claim_event)
+    """Queue when a claim the pod uses was added."""
 
     @staticmethod
     @queueing_hint

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ome_scheduler.api.core import PersistentVolume, PersistentVolumeClaim, Pod, StorageClass
+from ome_scheduler.api.core import PersistentVolume, Pod, StorageClass
 from ome_scheduler.framework.events import (
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
@@ -29,7 +29,7 @@ from ome_scheduler.framework.events import (
 from ome_scheduler.framework.interface import CycleState, FilterPlugin, Handle, PreFilterPlugin
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
-from ome_scheduler.plugins.volumebinding import store_of, uses_claim
+from ome_scheduler.plugins.volumebinding import is_schedulable_after_own_claim_event, store_of
 from ome_scheduler.plugins.volumestore import WAIT_FOR_FIRST_CONSUMER, claim_class
 
 ERR_REASON_CONFLICT = "node(s) had no available volume zone"
@@ -157,13 +157,8 @@ class VolumeZone(PreFilterPlugin, FilterPlugin):
             ),
         ]
 
-    @staticmethod
-    @queueing_hint
-    def is_schedulable_after_persistent_volume_claim_change(
-        pod: Pod, old: PersistentVolumeClaim | None, new: PersistentVolumeClaim | None
-    ) -> QueueingHint:
-        """Queue when a claim the pod uses was added or updated."""
-        return QueueingHint.QUEUE if new is not None and uses_claim(pod, new) else QueueingHint.QUEUE_SKIP
+    is_schedulable_after_persistent_volume_claim_change = staticmethod(is_schedulable_after_own_claim_event)
+    """Queue when a claim the pod uses was added or updated."""
 
     @staticmethod
     @queueing_hint
