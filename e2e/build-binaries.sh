@@ -6,6 +6,8 @@
 #   (github.com/kubeflow/mpi-operator) and the training-operator (github.com/kubeflow/training-operator)
 #   prometheus (github.com/prometheus/prometheus/cmd/prometheus, without service discovery
 #   plugins and web UI assets: the dashboard test scrapes a static target through the HTTP API)
+#   toxiproxy-server (github.com/Shopify/toxiproxy/v2/cmd/server): the fault-injecting TCP proxy
+#   that e2e/faults/ puts between ome-scheduler and kube-apiserver
 # from the wrapper modules under e2e/tools/, whose go.mod and go.sum are committed.
 #
 # Every binary set is cached outside the checkout, in a directory keyed by the wrapper's
@@ -43,6 +45,8 @@ KWOK_VERSION=$(awk '$1=="sigs.k8s.io/kwok"{print $2}' "$here/tools/kwok/go.mod")
 ld_kwok="-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
 MPI_VERSION=$(awk '$1=="github.com/kubeflow/mpi-operator"{print $2}' "$here/tools/mpi-operator/go.mod")
 ld_mpi="-s -w -X github.com/kubeflow/mpi-operator/pkg/version.Version=$MPI_VERSION"
+TOXI_VERSION=$(awk '$1=="github.com/Shopify/toxiproxy/v2"{print $2}' "$here/tools/toxiproxy/go.mod")
+ld_toxi="-s -w -X github.com/Shopify/toxiproxy/v2.Version=$TOXI_VERSION"
 
 # The go command names a binary after its package path's last element, skipping a /vN suffix.
 binname() { local b; b=$(basename "$1"); [[ $b =~ ^v[0-9]+$ ]] && b=$(basename "$(dirname "$1")"); echo "$b"; }
@@ -83,6 +87,9 @@ build kwok "$ld_kwok" sigs.k8s.io/kwok/cmd/kwok
 build helm "$ld_helm" helm.sh/helm/v3/cmd/helm
 build mpi-operator "$ld_mpi" github.com/kubeflow/mpi-operator/cmd/mpi-operator
 build training-operator "-s -w" github.com/kubeflow/training-operator/cmd/training-operator.v1
+build toxiproxy "$ld_toxi" github.com/Shopify/toxiproxy/v2/cmd/server
+# Its main package is .../cmd/server, so the go command calls the binary "server" as well.
+ln -sfn "$(readlink "$cache/current/server")" "$cache/current/toxiproxy-server" && rm -f "$cache/current/server"
 TAGS=remove_all_sd build prometheus "$ld_prom" github.com/prometheus/prometheus/cmd/prometheus
 
 "$cache/current/kube-apiserver" --version >&2

@@ -21,6 +21,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import ssl
 import subprocess
 import sys
@@ -37,12 +38,14 @@ from e2e import components, tokens
 from e2e.components import COMPONENT_TIMEOUT, COMPONENTS, REQUIRED_BINARIES, STOP_ORDER, Component
 from e2e.pki import admin_ssl_context, write_client_kubeconfig, write_pki, write_token_kubeconfig
 from e2e.processes import (
+    STOP_TIMEOUT,
     ClusterError,
     ComponentStartError,
     ProcRecord,
     alive_check,
     free_ports,
     resolve_bin_dir,
+    signal_group,
     spawn,
     stop_all,
     stop_group,
@@ -450,6 +453,64 @@ class Cluster:
             return False
         stop_group([rec], self._popen, self._log)
         return True
+
+    # -- faults --------------------------------------------------------------------------------
+
+    def _component(self, name: str) -> Component:
+        """The component ``name`` as ``up`` started it (same ports, paths and flags)."""
+        st = self._require_state()
+        ports, bin_dir, pki, kc = st.ports, self.bin_dir, self.pki_dir, self.component_kubeconfig
+        builders: dict[str, Callable[[], Component]] = {
+            "etcd": lambda: components.etcd(bin_dir, self.state_dir / "etcd", ports["etcd"], ports["etcd-peer"]),
+            "kube-apiserver": lambda: components.apiserver(
+                bin_dir,
+                pki,
+                ports["kube-apiserver"],
+                ports["etcd"],
+                bench=self.bench,
+                audit_log=None if self.bench else self.audit_log,
+            ),
+            "kube-controller-manager": lambda: components.controller_manager(
+                bin_dir, kc("kube-controller-manager"), pki, ports["kube-controller-manager"]
+            ),
+            "kube-scheduler": lambda: components.scheduler(bin_dir, kc("kube-scheduler"), ports["kube-scheduler"]),
+            "kwok": lambda: components.kwok(bin_dir, kc("kwok"), ports["kwok"]),
+        }
+        if name not in builders:
+            raise ValueError(f"{name} is not a control-plane component ({', '.join(builders)})")
+        return builders[name]()
+
+    def restart_component(self, name: str, stop_timeout: float = STOP_TIMEOUT) -> float:
+        """Stop control-plane component ``name`` (SIGTERM, then SIGKILL after ``stop_timeout``
+        seconds) and start it again with the same command line; return once it is ready, with
+        the seconds it was away.
+
+        Raises ValueError for an unknown name and ComponentStartError if it does not come back.
+        """
+        st = self._require_state()
+        t0 = time.monotonic()
+        rec = st.components.get(name)
+        if rec is not None:
+            stop_group([rec], self._popen, self._log, timeout=stop_timeout)
+        self._start(self._component(name))
+        self._log(f"{name} restarted")
+        return time.monotonic() - t0
+
+    def pause_component(self, name: str) -> None:
+        """SIGSTOP control-plane component ``name`` (its process group): it keeps its sockets and
+        answers nothing until :meth:`resume_component`."""
+        self._signal_component(name, signal.SIGSTOP)
+
+    def resume_component(self, name: str) -> None:
+        """SIGCONT a component paused by :meth:`pause_component`."""
+        self._signal_component(name, signal.SIGCONT)
+
+    def _signal_component(self, name: str, sig: signal.Signals) -> None:
+        rec = self._require_state().components.get(name)
+        if name not in COMPONENTS or rec is None:
+            raise ValueError(f"{name} is not a running control-plane component")
+        signal_group(rec, sig)
+        self._log(f"{sig.name} {name} (pid {rec.pid})")
 
     # -- down ----------------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ import pytest
 from e2e.audit import AuditLog
 from e2e.cluster import Cluster
 from e2e.helpers import (
+    MEASUREMENTS,
     Api,
     SchedulerProcess,
     assert_invariants,
@@ -54,6 +55,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     last = [i for i in items if i.get_closest_marker("suite_end") is not None]
     if last:
         items[:] = [i for i in items if i.get_closest_marker("suite_end") is None] + last
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print the times the fault tests measured (``helpers.record_measurement``)."""
+    if MEASUREMENTS:
+        terminalreporter.write_sep("-", "measured fault recovery times")
+        for what, seconds in MEASUREMENTS:
+            terminalreporter.write_line(f"{what}: {seconds:.2f} s")
 
 
 @pytest.fixture(scope="session")

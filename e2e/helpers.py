@@ -63,8 +63,10 @@ class Api:
     can send a malformed ClientHello (the API server answers with a TLS decode_error alert).
     """
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, timeout: float = 30.0) -> None:
         self.cluster = cluster
+        self.timeout = timeout
+        """Seconds each request may take (a test that pauses the API server waits longer)."""
         self._local = threading.local()
         self._clients: list[httpx.Client] = []
         self._lock = threading.Lock()
@@ -73,7 +75,9 @@ class Api:
     def http(self) -> httpx.Client:
         client: httpx.Client | None = getattr(self._local, "client", None)
         if client is None:
-            client = httpx.Client(base_url=self.cluster.server, verify=self.cluster._ssl_context(), timeout=30.0)
+            client = httpx.Client(
+                base_url=self.cluster.server, verify=self.cluster._ssl_context(), timeout=self.timeout
+            )
             self._local.client = client
             with self._lock:
                 self._clients.append(client)
@@ -296,16 +300,17 @@ class SchedulerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def launch(self) -> SchedulerProcess:
-        """Start the process without waiting for anything (``start`` waits until it has synced)."""
-        log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(
-            self.argv,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=REPO,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
-            start_new_session=True,
-        )
+        """Start the process (its output appended to the log file) without waiting for anything
+        (``start`` waits until it has synced)."""
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
+                start_new_session=True,
+            )
         return self
 
     def start(self) -> SchedulerProcess:
@@ -378,6 +383,76 @@ class SchedulerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class SupervisedScheduler:
+    """An ome-scheduler restarted whenever it exits, as the kubelet restarts a container
+    (``restartPolicy: Always``; here after ``restart_delay`` seconds, with no crash-loop
+    backoff). ``exits`` lists every exit as (monotonic time, exit status); ``process`` is the
+    :class:`SchedulerProcess` (one log file for all incarnations)."""
+
+    def __init__(self, process: SchedulerProcess, restart_delay: float = 1.0) -> None:
+        self.process = process
+        self.restart_delay = restart_delay
+        self.exits: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._supervise, name=f"supervise-{process.dir.name}", daemon=True)
+
+    def start(self) -> SupervisedScheduler:
+        """Start the scheduler (waiting until its informers synced) and its supervisor."""
+        self.process.start()
+        self._thread.start()
+        return self
+
+    def _supervise(self) -> None:
+        while not self._stop.wait(0.1):
+            proc = self.process.proc
+            if proc is None or proc.poll() is None:
+                continue
+            self.exits.append((time.monotonic(), proc.returncode))
+            if self._stop.wait(self.restart_delay):
+                return
+            self.process.launch()
+
+    def stop(self) -> None:
+        """Stop supervising, then stop the process (SIGTERM, then SIGKILL)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5)
+        self.process.stop()
+
+
+_DRIFT_DONE = re.compile(r'"Cache comparer (finished|failed)"(?: differences=(\d+))?')
+
+
+def assert_no_drift(sched: SchedulerProcess, timeout: float = 60.0) -> None:
+    """Send SIGUSR2 to ``sched`` and assert that its cache comparer (``ome_scheduler/debugger.py``)
+    found no difference between its cache, queue and gang state and a fresh LIST.
+
+    Waits up to ``timeout`` seconds for the comparer's summary line; fails listing every
+    ``"Cache mismatch"`` line, or when the comparison itself failed.
+    """
+    start = len(sched.log())
+    sched.signal(signal.SIGUSR2)
+
+    def summary() -> re.Match[str] | None:
+        sched.alive_or_raise()
+        return _DRIFT_DONE.search(sched.log()[start:])
+
+    m = wait_for("the cache comparer's summary", summary, timeout=timeout, interval=0.25)
+    text = sched.log()[start:]
+    mismatches = [line for line in text.splitlines() if '"Cache mismatch"' in line]
+    assert m.group(1) == "finished", f"the cache comparer failed:\n{text[-2000:]}"
+    assert int(m.group(2)) == 0 and not mismatches, "cache drift:\n" + "\n".join(mismatches)
+
+
+MEASUREMENTS: list[tuple[str, float]] = []
+"""(what, seconds) recorded by the fault tests; printed at the end of the pytest session."""
+
+
+def record_measurement(what: str, seconds: float) -> None:
+    """Record a measured time (seconds) for the end-of-session summary."""
+    MEASUREMENTS.append((what, round(seconds, 2)))
 
 
 @contextlib.contextmanager

@@ -23,6 +23,7 @@ from e2e.helpers import (
     Api,
     SchedulerProcess,
     assert_invariants,
+    assert_no_drift,
     create_held_gang,
     failed_attempts_by_gang,
     process_cpu_seconds,
@@ -207,3 +208,4 @@ def test_gated_member_means_no_hold_until_its_gate_is_lifted(api: Api, scheduler
         placed = wait_bound(api, ns, ["m0", "m1"], timeout=30)
         assert len(set(placed.values())) == 2
         assert_invariants(api, ns, domain_key=dk)
+        assert_no_drift(scheduler)  # issue 12: every fault test ends with zero cache drift

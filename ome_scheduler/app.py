@@ -6,7 +6,8 @@ the frameworks (plugin argument validation), connect to the API server, start th
 of :data:`INFORMERS`, wait for them to sync (optional ones, such as PodGroups whose CRD may be
 missing, only as long as a plugin asks), elect a leader, then run the scheduling loop, the
 queue flushes, the plugins' background tasks and the PodGroup status keeper
-(``podgroupstatus.py``) until SIGTERM or SIGINT.
+(``podgroupstatus.py``) until SIGTERM or SIGINT. ``SIGUSR2`` runs the cache debugger
+(``debugger.py``: a dump, and a comparison with a fresh LIST, in the log).
 
 Structured concurrency is anyio's on the asyncio backend: one root task group holds every
 long-running task; a stop request cancels the step waiting for it, and the graceful shutdown
@@ -35,7 +36,9 @@ from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.config.errors import ConfigError
 from ome_scheduler.config.load import load_config
 from ome_scheduler.config.types import KubeSchedulerConfiguration
+from ome_scheduler.debugger import CacheDebugger
 from ome_scheduler.framework.fence import Fence
+from ome_scheduler.kube.binding import GatedBinder
 from ome_scheduler.kube.client import KubeClient
 from ome_scheduler.kube.credentials import credentials_error
 from ome_scheduler.kube.informer import Informer
@@ -176,12 +179,18 @@ class App:
             elector = self.elector
             self.health.leader_ok = lambda: elector.healthy()
             fence = Fence(elector.renewed_at, le.renew_deadline)
+        # Bindings go out only from a view re-read since the API server was last out of reach,
+        # and only to nodes the informer still has (kube/binding.py); the fence wraps it.
+        self.binder = GatedBinder(client)
         self.scheduler = Scheduler(
-            cfg, metrics=self.metrics, binder=client, recorder=self.recorder, api_writer=client, fence=fence
+            cfg, metrics=self.metrics, binder=self.binder, recorder=self.recorder, api_writer=client, fence=fence
         )
         if opts.pod_max_in_unschedulable_pods_duration is not None:
             self.scheduler.queue.max_in_unschedulable = opts.pod_max_in_unschedulable_pods_duration
         self.informers = {spec.name: (spec, build_informer(client, spec, self.scheduler)) for spec in INFORMERS}
+        by_name = {name: inf for name, (_, inf) in self.informers.items()}
+        self.binder.use(by_name.values(), nodes=by_name["nodes"], pods=by_name["pods"])
+        self.debugger = CacheDebugger(client, self.scheduler, by_name)
         self.status_keeper: PodGroupStatusKeeper | None = None
         if opts.pod_group_status is not False:
             q = self.scheduler.queue
@@ -234,6 +243,7 @@ class App:
                 tg.start_soon(self.endpoint.serve, sock, certs, self.stop)
             for _, inf in self.informers.values():
                 tg.start_soon(inf.run)
+            tg.start_soon(self._debug_on_signal)
             await self._unless_stopped(self.wait_synced)
             self.health.synced = True
             if self.elector is not None and not self.stop.is_set():
@@ -243,6 +253,7 @@ class App:
             if not self.stop.is_set():
                 tg.start_soon(self.scheduler.queue.run)
                 tg.start_soon(self.scheduler.run_background_tasks)
+                tg.start_soon(self.debugger.settle_assumed_forever)
                 if self.status_keeper is not None:
                     tg.start_soon(self.status_keeper.run)
                 async with anyio.create_task_group() as loop:
@@ -250,6 +261,12 @@ class App:
                     await self.stop.wait()
                     await self._shutdown()
             tg.cancel_scope.cancel()
+
+    async def _debug_on_signal(self) -> None:
+        """Run the cache debugger at every SIGUSR2 (kube-scheduler's ``ListenForSignal``)."""
+        with anyio.open_signal_receiver(signal.SIGUSR2) as signals:
+            async for _ in signals:
+                await self.debugger.run_once()
 
     async def _unless_stopped(self, step: Callable[[], Awaitable[None]]) -> None:
         """Run ``step`` to completion unless ``stop`` is set first (then cancel it)."""

@@ -242,13 +242,14 @@ class Metrics:
         )
         self.informer_relists = counter(
             o + "informer_relists",
-            "Full LISTs an informer made after its first sync (410 Gone, or a failed watch), by resource.",
+            "Full LISTs an informer made after its first sync (410 Gone; a failed, stalled or very short watch), "
+            "by resource.",
             ["resource"],
             "ALPHA",
         )
         self.informer_watch_restarts = counter(
             o + "informer_watch_restarts",
-            "Watches an informer re-opened without relisting (server timeout, closed or failed watch), by resource.",
+            "Watches an informer re-opened without relisting (the server ended one normally), by resource.",
             ["resource"],
             "ALPHA",
         )

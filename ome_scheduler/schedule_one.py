@@ -11,9 +11,10 @@ Mirrors ``pkg/scheduler/schedule_one.go`` (v1.35.4):
   PostBind.
 * :meth:`ScheduleOne.handle_scheduling_failure` records ``FailedScheduling`` with the
   FitError text, sets ``PodScheduled=False`` (reason ``Unschedulable`` or ``SchedulerError``),
-  keeps that text as a gang member's last reason for its PodGroup, and requeues the pod;
-  :meth:`ScheduleOne.handle_binding_cycle_error` first un-reserves the pod and forgets its
-  assumption.
+  keeps that text as a gang member's last reason for its PodGroup, and requeues the pod (a pod
+  found bound meanwhile gets none of it); :meth:`ScheduleOne.handle_binding_cycle_error` first
+  un-reserves the pod and forgets its assumption, and tells a gang member's PodGroup why its
+  Binding failed.
 * :meth:`ScheduleOne.handle_cycle_exception`: a scheduling cycle that raised (a bug, or an
   input no plugin guarded against) costs this pod's attempt only: whatever it reserved is
   released, and it fails like an Error status (``Error scheduling pod; retrying``, a
@@ -183,13 +184,15 @@ class ScheduleOne:
             # Past Permit, no failure can make the pod "unschedulable" any more (PreBind and Bind
             # failures are errors), so the queue stops recording cluster events for it.
             self.queue.done(assumed.pod_key)
+            log.info("Attempting to bind pod to node", v=3, pod=assumed.key, node=host)
             st = await fw.run_pre_bind(state, assumed, host)
             if st is None:
                 st = await fw.run_bind(state, assumed, host)
             if st is not None and not st.is_success():
                 log.info("Failed to bind pod", v=1, pod=assumed.key, error=st.message())
-                self.handle_binding_cycle_error(fw, state, q, assumed, host, start, st, None)
+                self.handle_binding_cycle_error(fw, state, q, assumed, host, start, st, None, bind_failed=True)
                 return
+            self.cache.finish_binding(assumed.pod_key, time.monotonic())
             note = f"Successfully assigned {assumed.namespace}/{assumed.name} to {host}"
             self.recorder.event(
                 assumed.pod, controller=fw.profile_name, type_="Normal", reason="Scheduled", action="Binding", note=note
@@ -201,7 +204,8 @@ class ScheduleOne:
             raise
         except Exception as exc:
             log.error("binding cycle failed", pod=assumed.key, error=repr(exc))
-            self.handle_binding_cycle_error(fw, state, q, assumed, host, start, Status.as_error(exc), None)
+            st = Status.as_error(exc)
+            self.handle_binding_cycle_error(fw, state, q, assumed, host, start, st, None, bind_failed=True)
 
     def handle_cycle_exception(
         self, fw: Framework, state: CycleState, q: QueuedPodInfo, start: float, exc: Exception
@@ -237,8 +241,16 @@ class ScheduleOne:
         start: float,
         st: Status,
         fit_error: FitError | None,
+        *,
+        bind_failed: bool = False,
     ) -> None:
-        """``handleBindingCycleError``: unreserve, forget the assumption, wake others, requeue."""
+        """``handleBindingCycleError``: unreserve, forget the assumption, wake others, requeue.
+
+        ``bind_failed``: PreBind or Bind failed (the API server refused or could not be
+        reached), rather than the wait at Permit. A gang member's PodGroup then gets a Warning
+        ``FailedBinding`` event with the error, since the gang cannot complete while that member
+        cannot be bound (its holds still end ``scheduleTimeoutSeconds`` after it began forming).
+        """
         key = assumed.pod_key
         fw.run_unreserve(state, assumed, host)
         if self.cache.forget_pod(key):
@@ -247,6 +259,14 @@ class ScheduleOne:
             self.queue.move_all_to_active_or_backoff(
                 EVENT_ASSIGNED_POD_DELETE, assumed.pod, None, precheck=lambda other: other.pod_info.pod_key != key
             )
+        if bind_failed and assumed.gang and self.pod_groups is not None:
+            live = self.pods.get(assumed.key)
+            pg = self.pod_groups.get(assumed.namespace, assumed.gang)
+            if pg is not None and live is not None and live.uid == assumed.uid and not live.pod.spec.node_name:
+                note = f"member {assumed.key} could not be bound to node {host}: {st.message()}"
+                self.recorder.event(
+                    pg, controller=fw.profile_name, type_="Warning", reason="FailedBinding", action="Binding", note=note
+                )
         self.handle_scheduling_failure(fw, q, st, start, fit_error=fit_error)
 
     def handle_scheduling_failure(
@@ -292,8 +312,15 @@ class ScheduleOne:
             err=msg,
         )
         live = self.pods.get(pi.key)
-        if live is None or live.uid != pi.uid or live.pod.spec.node_name:
-            # Deleted, re-created under the same name, or bound meanwhile: nothing to requeue.
+        if live is not None and live.uid == pi.uid and live.pod.spec.node_name:
+            # Bound meanwhile (a Binding whose answer was lost may still have landed, or another
+            # scheduler bound it): nothing to requeue, and no FailedScheduling nor
+            # PodScheduled=False on a bound pod (upstream would still write both).
+            log.info("Pod has been assigned to node; not requeued", v=2, pod=pi.key, node=live.pod.spec.node_name)
+            self.queue.done(pi.pod_key)
+            return
+        if live is None or live.uid != pi.uid:
+            # Deleted, or re-created under the same name: nothing to requeue.
             self.queue.done(pi.pod_key)
         else:
             q.pod_info = live

@@ -42,6 +42,7 @@ WALLS: tuple[tuple[str, str, str], ...] = (
     ("generic_scheduler", "plugins.gangpack", "the core reaches OMEGangPack only through the registry"),
     ("eventhandlers", "plugins", "event handlers feed the backend, never a plugin"),
     ("app", "plugins.gangpack", "the process reaches OMEGangPack only through the registry"),
+    ("debugger", "plugins", "the cache debugger reads plugin state only through Plugin.check_state"),
     ("backend", "scheduler", "the backend is below the scheduler"),
     ("api", "", "API records import only other API records"),
     ("config", "framework", "configuration is below the framework"),

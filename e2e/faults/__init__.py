@@ -22,7 +22,20 @@ Modules:
 * ``test_fencing.py``: a leader whose event loop stalls is ended by its watchdog, and no
   Binding it sent is later than its successor's ``acquireTime`` (item 1);
 * ``test_loop_health.py``: a stalled loop shows in ``ome_scheduler_event_loop_lag_seconds`` and
-  fails ``/livez``; the informers' relists and watch restarts are counted (item 7).
+  fails ``/livez``; the informers' relists and watch restarts are counted (item 7);
+* ``test_apiserver_outages.py``: kube-apiserver paused 70 s, kube-apiserver and etcd restarted
+  while gangs form (item 2);
+* ``test_proxy_faults.py``: Toxiproxy between the scheduler and the API server: stalled watches,
+  a blackhole while a node is deleted, resets, latency, bandwidth (item 3);
+* ``test_binding_outcomes.py``: a Binding whose answer is lost (``e2e/interposer.py`` turns it
+  into a 504, whose retry meets 409, or cuts it off) is a success; a member whose Binding a
+  ValidatingAdmissionPolicy always refuses keeps no hold past its gang's timeout (item 4);
+* ``test_no_hold_outlives_its_gang.py``: a partly bound gang whose domain lost a node, and a
+  gang with a member that never fits, release their holds within ``scheduleTimeoutSeconds``
+  (item 5; the gated member is ``e2e/test_gang_changes.py``'s).
+
+Every test where the scheduler keeps running also ends with zero cache drift
+(``e2e.helpers.assert_no_drift``: SIGUSR2 runs the scheduler's cache comparer, item 6).
 
 The figures these tests measure are published in the README's "Failure behaviour" table.
 """

@@ -4,7 +4,10 @@ Mirrors ``pkg/scheduler/backend/cache/cache.go`` and ``node_tree.go``. Pods boun
 scheduler are accounted on their node, so other schedulers' pods count against capacity;
 a pod this scheduler picked a node for is *assumed* (accounted before its Binding is
 posted) until the informer shows it bound, or it is *forgotten* if binding fails. Assumed
-pods never expire (upstream's TTL is 0 since 1.30).
+pods never expire (upstream's TTL is 0 since 1.30): :meth:`SchedulerCache.finish_binding`
+records when the Binding succeeded, and :meth:`SchedulerCache.unconfirmed` lists the
+assumptions whose confirmation is overdue, for the cache debugger to check against the API
+server (``ome_scheduler/debugger.py``) rather than to expire blindly.
 
 The scheduling cycle runs synchronously on the event loop, so the cache itself is the
 cycle's snapshot: nothing can change between PreFilter and Reserve. ``node_infos()`` lists
@@ -40,6 +43,8 @@ class _PodState:
     info: PodInfo
     node: str
     assumed: bool
+    bound_at: float | None = None
+    """When the Binding of an assumed pod succeeded (``FinishBinding``); None while in flight."""
 
 
 def _zone_of(node: Node) -> str:
@@ -72,6 +77,8 @@ class SchedulerCache:
         """Bumped when a node joins or leaves or its images change (cluster-wide inputs)."""
         self._change_log: list[str] = []
         self._change_base = 1
+        self._awaiting: dict[PodKey, _PodState] = {}
+        """Assumed pods whose Binding finished, until confirmed (entries pruned lazily)."""
 
     # ---- node tree --------------------------------------------------------------------
 
@@ -291,6 +298,35 @@ class SchedulerCache:
         # pod is about to use and let a second pod be placed on top of it.
         self.pods[key] = _PodState(info, node, assumed=True)
         self._account(info, node)
+
+    def finish_binding(self, key: PodKey, now: float) -> None:
+        """``FinishBinding``: the assumed pod's Binding succeeded at ``now`` (monotonic seconds);
+        it stays assumed until the informer shows it bound. No-op when not assumed (the
+        informer's update came first)."""
+        st = self.pods.get(key)
+        if st is not None and st.assumed:
+            st.bound_at = now
+            self._awaiting[key] = st
+
+    def unconfirmed(self, bound_before: float) -> list[tuple[PodInfo, str, float]]:
+        """Assumed pods whose Binding succeeded at or before ``bound_before`` but that the
+        informer has not shown bound yet: (PodInfo, node, when the Binding succeeded).
+        O(pods awaiting confirmation), not O(pods)."""
+        for key in [k for k, st in self._awaiting.items() if self.pods.get(k) is not st]:
+            del self._awaiting[key]  # confirmed, forgotten or deleted since
+        return [
+            (st.info, st.node, st.bound_at)
+            for st in self._awaiting.values()
+            if st.bound_at is not None and st.bound_at <= bound_before
+        ]
+
+    def assumed_pods(self) -> list[tuple[PodInfo, str, float | None]]:
+        """Every assumed pod: (PodInfo, node, when its Binding succeeded or None while in flight)."""
+        return [(st.info, st.node, st.bound_at) for st in self.pods.values() if st.assumed]
+
+    def bound_pods(self) -> dict[PodKey, tuple[PodInfo, str]]:
+        """Every pod accounted as bound (not assumed): pod key -> (PodInfo, node)."""
+        return {k: (st.info, st.node) for k, st in self.pods.items() if not st.assumed}
 
     def forget_pod(self, key: PodKey) -> bool:
         """Undo an assumption after a failed Permit or Bind (``ForgetPod``); False if not assumed."""

@@ -167,6 +167,10 @@ class PodGroupState:
 
     # ---- reads (PodGroupLister) ------------------------------------------------------------
 
+    def groups(self) -> dict[GangKey, PodGroup]:
+        """Every readable PodGroup by gang key (a copy)."""
+        return dict(self._groups)
+
     def get(self, namespace: str, name: str) -> PodGroup | None:
         """The PodGroup, or None (missing, unreadable, or the CRD is absent)."""
         return self._groups.get(gang_key(namespace, name))

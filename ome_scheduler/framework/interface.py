@@ -177,6 +177,20 @@ class Handle(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class ClusterTruth:
+    """What the API server holds, from a fresh LIST, as the cache debugger
+    (``ome_scheduler/debugger.py``) hands it to :meth:`Plugin.check_state`.
+
+    ``pod_groups``: gang -> its PodGroup's UID; ``bound_members``: gang -> bound member
+    ``namespace/name`` -> node name (finished pods excluded); ``node_labels``: node name -> labels.
+    """
+
+    pod_groups: Mapping[GangKey, str]
+    bound_members: Mapping[GangKey, Mapping[str, str]]
+    node_labels: Mapping[str, Mapping[str, str]]
+
+
 @dataclass(frozen=True, slots=True)
 class BackgroundTask:
     """A periodic job a plugin runs while this replica leads (for example a GC pass).
@@ -224,6 +238,12 @@ class Plugin:
         scheduling cycle, each with the longest wait in seconds; after it, scheduling starts
         anyway (the resource's API may not be installed yet)."""
         return {}
+
+    def check_state(self, truth: ClusterTruth) -> list[tuple[str, str, str]]:
+        """Where this plugin's own state disagrees with the API server's ``truth``, as
+        ``(object, what, detail)`` triples (``what`` a short stable label); the cache
+        debugger logs them as drift. Default: no state of its own, nothing to report."""
+        return []
 
 
 class PreEnqueuePlugin(Plugin):

@@ -20,6 +20,11 @@ scheduler's CPU at a few hundred binds per second; aiohttp's stays flat). Like c
 
 Errors are raised as :class:`ApiError` carrying the ``metav1.Status`` code, reason and
 message; unreachable servers as :class:`aiohttp.ClientError` or :class:`TimeoutError`.
+
+:class:`Reachability` records when the server last answered (any HTTP status, any watch
+chunk) and when a request last failed in transport; informers use it to tell a quiet watch
+from a dead path (:meth:`KubeClient.probe`), and the Binding gate (``kube/binding.py``) to know
+whether the scheduler's view may have missed something while the server was out of reach.
 """
 
 from __future__ import annotations
@@ -65,6 +70,33 @@ class ApiError(Exception):
         self.code = code
         self.reason = reason
         self.message = message
+
+
+PROBE_PATH = "/version"
+"""What :meth:`KubeClient.probe` GETs: served by every API server without etcd, to anyone."""
+
+
+class Reachability:
+    """When the API server last answered and when a request to it last failed in transport.
+
+    Times are ``time.monotonic()`` seconds, 0 for never. An *answer* is any HTTP response
+    (an error status too: the server was reached) or a chunk of a watch stream; a *failure*
+    is a transport error (refused, reset, timed out, a stream cut short) or a watch found
+    stalled. Written by :class:`KubeClient` and the informers, read by the informers'
+    stall detection and the Binding gate.
+    """
+
+    def __init__(self) -> None:
+        self.last_answer = 0.0
+        self.last_failure = 0.0
+
+    def answered(self) -> None:
+        """The server answered just now."""
+        self.last_answer = time.monotonic()
+
+    def failed(self) -> None:
+        """A request or watch just failed in transport (or was found stalled)."""
+        self.last_failure = time.monotonic()
 
 
 class TokenBucket:
@@ -173,6 +205,9 @@ class KubeClient:
         self._session: aiohttp.ClientSession | None = None
         self.limiter = TokenBucket(qps, burst)
         self.gate = PriorityGate(max_in_flight)
+        self.reach = Reachability()
+        """When the server last answered and last failed (see :class:`Reachability`)."""
+        self._probe: asyncio.Future[bool] | None = None
 
     def derive(
         self, *, qps: float, burst: int, max_in_flight: int, max_connections: int, user_agent: str | None = None
@@ -258,10 +293,14 @@ class KubeClient:
         timeout: float | None = None,
         priority: int = PRIORITY_DEFAULT,
         abandon: asyncio.Future[Any] | None = None,
+        transport_retries: int | None = None,
         guard: Callable[[], None] | None = None,
     ) -> bytes:
         """Send one request (rate limited, retried) and return the response body.
 
+        ``retries`` bounds the retries of 429 and 5xx answers, ``transport_retries`` (default:
+        ``retries``) those of transport errors (a Binding's caller retries those itself, after
+        checking that its view of the cluster is current).
         ``priority`` orders it among requests waiting for a slot (``PRIORITY_*``, lower first).
         ``timeout`` (seconds) replaces the session's 30 s total timeout for this request. When
         ``abandon`` completes before the request got a slot, it is dropped unsent and
@@ -277,7 +316,9 @@ class KubeClient:
         content = None if body is None else (body if isinstance(body, bytes) else _ENC.encode(body))
         headers = {"Content-Type": content_type} if content is not None else None
         tmo = aiohttp.ClientTimeout(total=timeout) if timeout is not None else None
+        max_transport = retries if transport_retries is None else transport_retries
         attempt = 0
+        transport_attempt = 0
         reauthed = False
         while True:
             if not await self._admit(priority, abandon):
@@ -293,10 +334,12 @@ class KubeClient:
                     status = r.status
                     retry_after = r.headers.get("Retry-After")
                     reason = r.reason or ""
+                self.reach.answered()
             except TRANSPORT_ERRORS:
-                if attempt >= retries:
+                self.reach.failed()
+                if transport_attempt >= max_transport:
                     raise
-                attempt += 1
+                transport_attempt += 1
                 failed = True
             else:
                 failed = False
@@ -305,7 +348,7 @@ class KubeClient:
                 # must not block higher-priority requests.
                 self.gate.release()
             if failed:
-                await asyncio.sleep(min(5.0, 0.2 * 2**attempt) * (0.5 + random.random()))
+                await asyncio.sleep(min(5.0, 0.2 * 2**transport_attempt) * (0.5 + random.random()))
                 continue
             if status < 300:
                 return data
@@ -363,26 +406,46 @@ class KubeClient:
         """DELETE ``path``; see :meth:`request` for ``kw`` and errors."""
         return await self.request("DELETE", path, **kw)
 
-    async def watch_lines(self, path: str, params: dict[str, str], read_timeout: float) -> AsyncIterator[bytes]:
+    async def watch_lines(
+        self, path: str, params: dict[str, str], read_timeout: float, on_open: Callable[[], None] | None = None
+    ) -> AsyncIterator[bytes]:
         """Stream a watch: yield each non-empty line (one JSON event) until the server closes.
 
         ``read_timeout`` (seconds) bounds the silence between chunks; it should exceed the
-        watch's ``timeoutSeconds`` so the server, not the client, ends a quiet watch. Rate limited
-        but outside the in-flight gate (a watch holds its connection for minutes), and not
-        retried: the informer owns the retry.
+        watch's ``timeoutSeconds`` so the server, not the client, ends a quiet watch (the
+        informer detects a stalled watch much sooner). ``on_open`` is called once the server
+        accepted the watch (a 2xx status). Rate limited but outside the in-flight gate (a
+        watch holds its connection for minutes), and not retried: the informer owns the retry.
+        Every chunk received counts as an answer in :attr:`reach`; a transport error as a failure.
 
         Raises:
             ApiError: the server refused the watch (410 Gone among others).
+            aiohttp.ClientError / TimeoutError: the connection failed or was cut mid-stream.
         """
         await self.limiter.acquire()
         tmo = aiohttp.ClientTimeout(total=None, connect=10.0, sock_read=read_timeout)
+        try:
+            async for line in self._watch_stream(path, params, tmo, on_open):
+                yield line
+        except TRANSPORT_ERRORS:
+            self.reach.failed()
+            raise
+
+    async def _watch_stream(
+        self, path: str, params: dict[str, str], tmo: aiohttp.ClientTimeout, on_open: Callable[[], None] | None
+    ) -> AsyncIterator[bytes]:
+        """The body of :meth:`watch_lines`: one GET, split into lines."""
         async with self.session.get(path, params=params, timeout=tmo) as r:
+            self.reach.answered()
             if r.status == 401 and self._auth is not None:
                 await self._reauth()  # the informer's retry then watches with the new token
             if r.status >= 300:
                 raise _api_error(r.status, r.reason or "", await r.read())
+            if on_open is not None:
+                on_open()
             buf = b""
             async for chunk in r.content.iter_any():
+                self.reach.answered()
                 buf += chunk  # a chunk may end mid-event, or hold several events
                 while True:
                     i = buf.find(b"\n")
@@ -394,11 +457,50 @@ class KubeClient:
             if buf.strip():
                 yield buf
 
+    async def probe(self, timeout: float) -> bool:
+        """Whether the API server answers a GET of :data:`PROBE_PATH` within ``timeout`` seconds.
+
+        Any HTTP status counts (the server was reached); a transport error or the timeout does
+        not. Outside the rate limiter and the in-flight gate, never retried; concurrent callers
+        share one probe. Updates :attr:`reach` either way.
+        """
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.ensure_future(self._send_probe(timeout))
+        return await asyncio.shield(self._probe)
+
+    async def _send_probe(self, timeout: float) -> bool:
+        """One probe GET (see :meth:`probe`)."""
+        try:
+            async with self.session.get(PROBE_PATH, timeout=aiohttp.ClientTimeout(total=timeout)) as r:
+                await r.read()
+        except TRANSPORT_ERRORS:
+            self.reach.failed()
+            return False
+        self.reach.answered()
+        return True
+
     async def bind(
-        self, namespace: str, name: str, uid: str, node: str, *, guard: Callable[[], None] | None = None
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        node: str,
+        *,
+        transport_retries: int = 3,
+        guard: Callable[[], None] | None = None,
     ) -> None:
-        """POST the Binding of a pod to a node (``pods/{name}/binding``); ``guard`` runs right
-        before each attempt is sent (see :meth:`request`)."""
+        """POST the Binding of a pod to a node (``pods/{name}/binding``).
+
+        A 409 because the pod is already bound to ``node`` (a retry meeting the Binding an
+        earlier attempt made) is success. ``transport_retries`` bounds the retries after
+        transport errors (``kube/binding.py`` passes 0 and decides itself); ``guard`` runs
+        right before each attempt is sent (see :meth:`request`).
+
+        Raises:
+            ApiError: the API server refused the Binding.
+            aiohttp.ClientError / TimeoutError: it could not be sent or its answer was lost.
+            Exception: whatever ``guard`` raised.
+        """
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -407,7 +509,14 @@ class KubeClient:
         }
         path = f"/api/v1/namespaces/{namespace}/pods/{name}"
         try:
-            await self.post(f"{path}/binding", body, retries=3, priority=PRIORITY_CRITICAL, guard=guard)
+            await self.post(
+                f"{path}/binding",
+                body,
+                retries=3,
+                transport_retries=transport_retries,
+                priority=PRIORITY_CRITICAL,
+                guard=guard,
+            )
         except ApiError as exc:
             # A retry after a lost response meets the binding it already made: 409 "already
             # assigned". Bound to the node we chose (and the same pod), it is our success.

@@ -4,31 +4,47 @@ Mirrors client-go's reflector (``tools/cache/reflector.go``): a paged LIST (500 
 fills the store and gives the resourceVersion a WATCH resumes from; bookmarks advance that
 version; a watch ends after a random 5–10 minute server timeout and is resumed; ``410
 Gone`` (too old a version) triggers a relist whose differences are delivered as add,
-update and delete events (the latter like ``DeletedFinalStateUnknown``). Transport errors
-back off exponentially up to 30 s. A resource whose API is missing (the PodGroup CRD not
-installed yet: 404) is retried with the same backoff, so a CRD installed later is picked
-up. Each object is decoded into its typed record once. An object that fails to decode is
-logged, left out of the store (an older readable version of it is deleted from the store and
-handlers, since it no longer describes the object, unless ``keep_stale`` asks to keep it) and
-kept in ``invalid`` with its error
-until it is fixed or deleted; ``on_invalid`` lets the owner report it. Everything else keeps
-flowing.
+update and delete events (the latter like ``DeletedFinalStateUnknown``). A resource whose
+API is missing (the PodGroup CRD not installed yet: 404) is retried with backoff, so a CRD
+installed later is picked up. Each object is decoded into its typed record once.
 
-Every handler call is contained to its object (client-go would let a handler's panic end the
-process; a tenant's object must never do that here): an exception is logged once per object
-and error (``"Unhandled Error"``, as ``utilruntime.HandleError`` words it, with the object's
-key and the traceback), handed to ``on_error`` so the owner can report it, and the object is
-kept in ``failed``. The store always follows the server whatever the handlers do. An object
-whose add failed was never seen by the handlers, so its next update (or the next relist) is
-delivered as an add again; its delete is always delivered.
+Failures back off like the reflector's ``backoffManager`` (:class:`Backoff`: 0.8 s doubling
+to 30 s, +20 % jitter; back to 0.8 s after two minutes without a failure and after every
+successful LIST). A watch the server closes within a second without a single event is a
+*very short watch* (client-go's guard): the informer backs off and relists instead of
+re-opening it at once, so a server that accepts and drops watches is not hammered in a hot
+loop, and a LIST after such a watch does not reset the backoff.
+
+A watch that delivers nothing can be quiet or dead: the API server sends a bookmark about
+every minute (``allowWatchBookmarks``), so silence alone cannot tell them apart before a
+minute has passed. After :data:`WATCH_QUIET` seconds without an event or bookmark the
+informer checks the path to the server instead: when nothing else was heard from it within
+:data:`ANSWER_FRESH` seconds, it sends one probe (``KubeClient.probe``, shared by all
+informers, :data:`PROBE_TIMEOUT` seconds). A probe that fails means the server is out of
+reach: the watch is *stalled* and abandoned. A stall is therefore detected at most
+``WATCH_QUIET + PROBE_TIMEOUT`` = 40 s after the last byte, well inside a minute, without
+ever abandoning a healthy quiet watch. A watch silent for :data:`WATCH_SILENCE_MAX` seconds
+while the server answers otherwise (one connection lost by a middlebox) is abandoned too: a
+live one would have had a bookmark by then.
+
+**Staleness.** After a watch that failed (a transport error, an error answer, a stall, too
+long a silence, 410 Gone) the informer is *stale*: events may have happened that it has not
+delivered. It then LISTs (after the backoff) rather than resuming the watch: a LIST is a
+consistent read, so its completion is the moment the store is known to hold everything the
+outage hid (a resumed watch replays the missed events too, but nothing marks where the replay
+ends). A watch the server closes normally is resumed: nothing was missed. :attr:`Informer.stale`
+and :meth:`Informer.current_since` are what the Binding gate (``kube/binding.py``) waits on;
+:meth:`Informer.request_relist` makes the informer LIST again at its next step (abandoning
+its watch).
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Callable
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, NoReturn, Protocol, TypeVar
 
 import msgspec
 
@@ -56,8 +72,74 @@ class _RawList(msgspec.Struct):
     items: list[msgspec.Raw] = []
 
 
+WATCH_QUIET = 30.0
+"""Seconds without an event or bookmark after which a watch's path to the server is checked."""
+ANSWER_FRESH = 10.0
+"""An answer from the server this recent (any request, any watch) proves the path: no probe."""
+PROBE_TIMEOUT = 10.0
+"""Seconds the probe of a quiet watch's server may take before the watch counts as stalled."""
+WATCH_SILENCE_MAX = 75.0
+"""Seconds of silence after which a watch is re-opened even though the server answers: a live
+watch gets a bookmark about every 60 s."""
+SHORT_WATCH = 1.0
+"""A watch the server closes sooner than this, without any event, is a *very short watch*."""
+
+
+class Backoff:
+    """client-go's ``wait.NewExponentialBackoffManager(800ms, 30s, 2min, 2.0, jitter)``.
+
+    :meth:`next` returns the next delay in seconds: 0.8, 1.6, 3.2 ... capped at 30, each
+    with up to ``jitter`` (20 %) added; a call more than ``reset_after`` seconds after the
+    previous one starts again at 0.8 (the server has been healthy meanwhile). :meth:`reset`
+    starts again at once (after a successful LIST).
+    """
+
+    def __init__(
+        self,
+        initial: float = 0.8,
+        cap: float = 30.0,
+        reset_after: float = 120.0,
+        jitter: float = 0.2,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.initial = initial
+        self.cap = cap
+        self.reset_after = reset_after
+        self.jitter = jitter
+        self.clock = clock
+        self._next = initial
+        self._last = -float("inf")
+
+    def reset(self) -> None:
+        """The next delay is the initial one again."""
+        self._next = self.initial
+
+    def next(self) -> float:
+        """The delay to wait now (seconds); doubles the following one up to the cap."""
+        now = self.clock()
+        if now - self._last > self.reset_after:
+            self._next = self.initial
+        self._last = now
+        base = min(self._next, self.cap)
+        self._next = min(self._next * 2, self.cap)
+        return base * (1 + self.jitter * random.random())
+
+
 class _Expired(Exception):
     """The watch's resourceVersion is gone (410): only a relist can resume."""
+
+
+class _Abandon(Exception):
+    """The watch is given up by the informer: stalled, silent too long, or a relist was asked.
+
+    ``relist``: LIST before watching again (asked for); otherwise re-watch from the
+    resourceVersion. ``failure``: the server was out of reach (back off first).
+    """
+
+    def __init__(self, reason: str, *, relist: bool, failure: bool) -> None:
+        super().__init__(reason)
+        self.relist = relist
+        self.failure = failure
 
 
 _EVENT = msgspec.json.Decoder(RawWatchEvent)
@@ -123,6 +205,20 @@ class Informer(Generic[T]):
         self._unseen: set[str] = set()
         """Keys whose add raised: the handlers never took the object in."""
         self.resource_version = ""
+        self.listed_at = 0.0
+        """``time.monotonic()`` at which the last complete LIST started (0: none yet)."""
+        self.served = True
+        """False while the resource's API answers 404 (the PodGroup CRD not installed)."""
+        self.stale_since = 0.0
+        """When the store may have started to miss events (a watch failed); 0 while current."""
+        self.watch_opened_at = 0.0
+        """When the server last accepted a watch of this informer."""
+        self.last_line_at = 0.0
+        """When the last event or bookmark arrived."""
+        self._relist = asyncio.Event()
+        self._watch_start = 0.0
+        self._down_since = 0.0
+        """When the last watch failed (0: the last one ended normally): for the log line."""
 
     def _deliver(self, action: str, obj: T, *args: Any) -> None:
         """Call one handler (``add``, ``update``, ``delete``) for ``obj``; contain what it raises.
@@ -205,28 +301,41 @@ class Informer(Generic[T]):
             self._report_invalid(raw, str(exc), who)
             return None
 
+    def request_relist(self) -> None:
+        """LIST again at the next step: the open watch is abandoned, a pending backoff is kept."""
+        self._relist.set()
+
+    @property
+    def stale(self) -> bool:
+        """Whether the store may miss events: a watch failed and no LIST has completed since
+        (or none ever did). A resource the server does not serve is never stale."""
+        return self.served and (self.stale_since > 0 or self.listed_at == 0)
+
+    def current_since(self, t: float) -> bool:
+        """Whether the store is known to hold every change made before ``t`` (monotonic seconds):
+        not stale, and since ``t`` a LIST completed, a watch was accepted or an event or
+        bookmark arrived (the stream is in order: what came after ``t`` came after what was
+        sent before it)."""
+        if not self.served:
+            return True
+        if self.stale:
+            return False
+        return self.listed_at >= t or self.watch_opened_at > t or self.last_line_at > t
+
+    def _went_stale(self) -> None:
+        """A watch failed: the store may miss events until the next LIST completes."""
+        if not self.stale_since:
+            self.stale_since = time.monotonic()
+
     async def _list(self) -> None:
         """LIST every page, then swap the store in one step and emit the differences."""
-        items: dict[str, T] = {}
-        cont = ""
-        rv = ""
         self.invalid = {}  # the list re-decodes every object: errors are found afresh
-        while True:
-            params = {"limit": "500", **self.params}
-            if cont:
-                params["continue"] = cont
-            body = await self.client.get(self.path, params)
-            lst = _LIST.decode(body)
-            for raw in lst.items:
-                obj = self._decode(bytes(raw))
-                if obj is not None:
-                    items[object_key(obj.metadata)] = obj
-            # Every page carries the resourceVersion of the snapshot the first page started; the
-            # watch resumes from it, so nothing between the pages and the watch is missed.
-            rv = lst.metadata.resource_version
-            cont = lst.metadata.continue_
-            if not cont:
-                break
+        items: dict[str, T] = {}
+        raws, rv = await list_raw(self.client, self.path, self.params)
+        for raw in raws:
+            obj = self._decode(raw)
+            if obj is not None:
+                items[object_key(obj.metadata)] = obj
         if self.keep_stale:
             # An object that exists but no longer decodes keeps its last readable version (a
             # bound pod still occupies its node); without this the relist would delete it.
@@ -251,11 +360,14 @@ class Informer(Generic[T]):
             if prev is None or k in self._unseen or prev.metadata.resource_version != obj.metadata.resource_version:
                 self._deliver_upsert(prev, obj)
 
-    async def _watch(self) -> None:
+    async def _watch(self) -> tuple[int, float]:
         """One WATCH from ``resource_version`` until the server ends it.
+
+        Returns (lines received, seconds it lasted) when the server closed it.
 
         Raises:
             _Expired: the server answered 410 Gone (the version was compacted away).
+            _Abandon: the watch stalled, stayed silent too long, or a relist was asked for.
             ApiError / transport errors: anything else; the caller backs off and re-watches.
         """
         # client-go's reflector picks a random 5-10 minute timeout so that the watches of many
@@ -268,13 +380,76 @@ class Informer(Generic[T]):
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(timeout),
         }
+        start = time.monotonic()
+        self._watch_start = start
+        reader = asyncio.ensure_future(self._read(params, timeout))
+        watchdog = asyncio.ensure_future(self._watchdog())
         try:
-            async for line in self.client.watch_lines(self.path, params, read_timeout=timeout + 30):
+            await asyncio.wait((reader, watchdog), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (reader, watchdog):
+                task.cancel()
+            await asyncio.gather(reader, watchdog, return_exceptions=True)
+        if reader.done() and not reader.cancelled():
+            return reader.result(), time.monotonic() - start
+        watchdog.result()  # raises _Abandon
+        raise AssertionError("unreachable: the watchdog only ends by raising")
+
+    async def _read(self, params: dict[str, str], timeout: int) -> int:
+        """Apply the watch's events until the server closes it; returns how many lines came."""
+        lines = 0
+
+        def opened() -> None:
+            self.watch_opened_at = time.monotonic()
+            if self._down_since:
+                down = self.watch_opened_at - self._down_since
+                log.info("watch re-established", v=1, informer=self.name, downSeconds=round(down, 3))
+                self._down_since = 0.0
+
+        try:
+            async for line in self.client.watch_lines(self.path, params, read_timeout=timeout + 30, on_open=opened):
+                self.last_line_at = time.monotonic()
+                lines += 1
                 self._handle_line(line)
         except ApiError as exc:
             if exc.code == 410:
                 raise _Expired from exc
             raise
+        return lines
+
+    async def _watchdog(self) -> NoReturn:
+        """Raise :class:`_Abandon` when the watch must be given up (see the module docstring).
+
+        Wakes at the moments a decision can change: ``WATCH_QUIET`` after the last line, when
+        the last answer from the server stops being fresh, and when a relist is requested.
+        """
+        reach = self.client.reach
+        while True:
+            if self._relist.is_set():
+                raise _Abandon("relist requested", relist=True, failure=False)
+            now = time.monotonic()
+            heard = max(self.last_line_at, self._watch_start)
+            silent = now - heard
+            if silent >= WATCH_SILENCE_MAX:
+                raise _Abandon(f"no event or bookmark for {silent:.0f} s", relist=False, failure=False)
+            if silent < WATCH_QUIET:
+                wake = heard + WATCH_QUIET
+            elif now - reach.last_answer < ANSWER_FRESH:
+                wake = min(reach.last_answer + ANSWER_FRESH, heard + WATCH_SILENCE_MAX)
+            else:
+                if not await self.client.probe(PROBE_TIMEOUT):
+                    silent = time.monotonic() - heard
+                    reach.failed()
+                    raise _Abandon(
+                        f"no event or bookmark for {silent:.0f} s and the API server does not answer",
+                        relist=False,
+                        failure=True,
+                    )
+                continue
+            try:
+                await asyncio.wait_for(self._relist.wait(), max(0.05, wake - time.monotonic()))
+            except TimeoutError:
+                pass
 
     def _handle_line(self, line: bytes) -> None:
         """Apply one watch event to the store and call the handlers.
@@ -339,49 +514,109 @@ class Informer(Generic[T]):
             self._deliver_upsert(prev, obj)
 
     async def run(self) -> None:
-        """Run forever: list, then watch; relist on 410; back off on errors."""
-        # client-go's reflector backs off exponentially from 800 ms to 30 s.
-        backoff = 0.8
+        """Run forever: list, then watch; relist after a failed watch, on 410 or when asked;
+        back off on errors."""
+        backoff = Backoff()
+        short_watches = 0
+        """Very short watches in a row: while > 0 a successful LIST does not reset the backoff."""
         while True:
             try:
+                started = time.monotonic()
+                self._relist.clear()
                 if self.synced.is_set() and self.metrics is not None:
                     self.metrics.informer_relists.labels(self.name).inc()
                 await self._list()
+                self.listed_at = started
+                self.served = True
+                self.stale_since = 0.0
                 self.synced.set()
-                backoff = 0.8
-                while True:
+                if short_watches == 0:
+                    backoff.reset()
+                while not self._relist.is_set():
                     try:
-                        await self._watch()
-                        backoff = 0.8
+                        lines, lasted = await self._watch()
                     except _Expired:
                         # 410: etcd compacted the version we would resume from, so events in
                         # between are lost; only a fresh LIST (diffed by _replace) recovers them.
                         log.info("watch expired, relisting", v=2, informer=self.name)
+                        self._went_stale()
+                        break
+                    except _Abandon as exc:
+                        if exc.relist:
+                            log.info("relisting on request", v=2, informer=self.name)
+                            break
+                        # Stalled or silent: events may have been missed.
+                        log.warning("watch abandoned", informer=self.name, reason=str(exc))
+                        self._failed_watch()
+                        await asyncio.sleep(backoff.next())
                         break
                     except (*TRANSPORT_ERRORS, ApiError) as exc:
                         if isinstance(exc, ApiError) and exc.code == 404:
                             raise  # the resource went away (CRD deleted): relist until it returns
-                        log.info("watch failed, retrying", v=2, informer=self.name, error=str(exc))
-                        await asyncio.sleep(min(30.0, backoff) * (1 + 0.2 * random.random()))
-                        backoff *= 2
-                    if self.metrics is not None:
+                        log.info("watch failed, relisting", v=2, informer=self.name, error=str(exc))
+                        self._failed_watch()
+                        await asyncio.sleep(backoff.next())
+                        break
+                    if lines == 0 and lasted < SHORT_WATCH:
+                        # client-go: "very short watch ... watch lasted less than a second and no
+                        # items received". Re-opening at once would loop as fast as the server
+                        # answers; back off, and LIST again in case the resume point is the cause.
+                        short_watches += 1
+                        log.warning("very short watch", informer=self.name, seconds=round(lasted, 3))
+                        self._failed_watch()
+                        await asyncio.sleep(backoff.next())
+                        break
+                    short_watches = 0  # a normal end (the server's timeout): resume, nothing was missed
+                    if self.metrics is not None and not self._relist.is_set():
                         self.metrics.informer_watch_restarts.labels(self.name).inc()
             except asyncio.CancelledError:
                 raise
             except ApiError as exc:
                 if exc.code == 404:
                     log.info("resource not served yet, retrying", v=2, informer=self.name, path=self.path)
+                    self.served = False
                 else:
+                    self._went_stale()
                     log.error("list failed, retrying", informer=self.name, error=str(exc))
-                await asyncio.sleep(min(30.0, backoff) * (1 + 0.2 * random.random()))
-                backoff = min(backoff * 2, 30.0)
+                await asyncio.sleep(backoff.next())
             except (*TRANSPORT_ERRORS, msgspec.DecodeError) as exc:
+                self._went_stale()
                 log.error("list failed, retrying", informer=self.name, error=str(exc))
-                await asyncio.sleep(min(30.0, backoff) * (1 + 0.2 * random.random()))
-                backoff = min(backoff * 2, 30.0)
+                await asyncio.sleep(backoff.next())
             except Exception as exc:
                 # Handlers are contained per object; anything else is a bug in the informer, and a
                 # relist is the way back to a consistent store (never the end of the process).
+                self._went_stale()
                 log.error("Unhandled Error", informer=self.name, err=repr(exc), exc_info=exc)
-                await asyncio.sleep(min(30.0, backoff) * (1 + 0.2 * random.random()))
-                backoff = min(backoff * 2, 30.0)
+                await asyncio.sleep(backoff.next())
+
+    def _failed_watch(self) -> None:
+        """A watch failed or stalled: stale until the next LIST; noted for the recovery log line."""
+        self._went_stale()
+        self._down_since = self._down_since or time.monotonic()
+
+
+async def list_raw(client: KubeClient, path: str, params: dict[str, str] | None = None) -> tuple[list[bytes], str]:
+    """LIST every page of ``path`` (500 per page): the raw objects and the list's resourceVersion.
+
+    Every page carries the resourceVersion of the snapshot the first page started from, so a
+    watch resumed from it misses nothing between the pages and the watch.
+
+    Raises:
+        ApiError: the server refused the list (404 when the resource is not served).
+        aiohttp.ClientError / TimeoutError: the server could not be reached.
+        msgspec.DecodeError: a page is not a list.
+    """
+    out: list[bytes] = []
+    cont = ""
+    rv = ""
+    while True:
+        query = {"limit": "500", **(params or {})}
+        if cont:
+            query["continue"] = cont
+        lst = _LIST.decode(await client.get(path, query))
+        out.extend(bytes(raw) for raw in lst.items)
+        rv = lst.metadata.resource_version
+        cont = lst.metadata.continue_
+        if not cont:
+            return out, rv

@@ -17,6 +17,9 @@ Events go through a client of their own, as kube-scheduler's ``eventClient``: it
 limiter and connection pool, and at most ``EVENT_IN_FLIGHT`` requests on the wire
 (client-go's broadcaster writes one event at a time). During a burst, events then take a small
 share of the API server and queue up behind the Bindings, catching up once the burst is over.
+
+Status writes of one pod go out one after the other, in the order they were made, so the last
+decision is the one the pod shows (two concurrent patches could otherwise land in either order).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,22 +95,59 @@ class Recorder:
         self._cache: dict[tuple[Any, ...], _Cached] = {}
         self._events: set[asyncio.Task[None]] = set()
         self._status: set[asyncio.Task[None]] = set()
+        self._status_last: dict[str, asyncio.Future[None]] = {}
+        """Per pod (uid): completes when the pod's last queued status write has ended."""
         self.max_pending = max_pending
         self.dropped = 0
         """Writes dropped because ``max_pending`` of their kind were already queued."""
         self._drop_logged = -DROP_LOG_INTERVAL
 
-    def _spawn(self, coro: Any, tasks: set[asyncio.Task[None]]) -> None:
-        """Run one write in the background, or drop it when ``max_pending`` of its kind wait."""
+    def _status_write(
+        self, pod: Pod, patch: dict[str, Any], abandon: asyncio.Future[Any] | None = None
+    ) -> Coroutine[Any, Any, None]:
+        """The status PATCH of ``pod``, sent only after the pod's previous status write ended.
+
+        With ``abandon``, a write still waiting for its predecessor when ``abandon`` completes
+        is dropped (as :meth:`KubeClient.request` drops one still waiting for a slot).
+        """
+        key = pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
+        prev = self._status_last.get(key)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._status_last[key] = done
+
+        async def write() -> None:
+            try:
+                if prev is not None and not prev.done():
+                    waits: list[asyncio.Future[Any]] = [prev] if abandon is None else [prev, abandon]
+                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                    if abandon is not None and abandon.done():
+                        return
+                await self._patch_status(pod, patch, abandon=abandon)
+            finally:
+                done.set_result(None)
+                if self._status_last.get(key) is done:
+                    del self._status_last[key]
+
+        return write()
+
+    def _full(self, tasks: set[asyncio.Task[None]]) -> bool:
+        """Whether ``max_pending`` writes of this kind wait already; if so, one more is dropped
+        (counted in :attr:`dropped`, logged at most every ``DROP_LOG_INTERVAL`` seconds)."""
         # Bounded so that an unreachable API server cannot grow memory without limit; events and
         # status patches are best effort (the next attempt writes them again).
-        if len(tasks) >= self.max_pending:
+        if len(tasks) < self.max_pending:
+            return False
+        self.dropped += 1
+        now = time.monotonic()
+        if now - self._drop_logged >= DROP_LOG_INTERVAL:
+            self._drop_logged = now
+            log.error("dropping API writes: too many pending", pending=len(tasks), dropped=self.dropped)
+        return True
+
+    def _spawn(self, coro: Any, tasks: set[asyncio.Task[None]]) -> None:
+        """Run one write in the background, or drop it when ``max_pending`` of its kind wait."""
+        if self._full(tasks):
             coro.close()
-            self.dropped += 1
-            now = time.monotonic()
-            if now - self._drop_logged >= DROP_LOG_INTERVAL:
-                self._drop_logged = now
-                log.error("dropping API writes: too many pending", pending=len(tasks), dropped=self.dropped)
             return
         t = asyncio.get_running_loop().create_task(coro)
         tasks.add(t)
@@ -249,7 +290,9 @@ class Recorder:
             status["conditions"] = [c]
         if needs_nnn:
             status["nominatedNodeName"] = None  # null deletes the field in a strategic merge patch
-        self._spawn(self._patch_status(pod, {"status": status}), self._status)
+        if self._full(self._status):  # checked before the write is queued behind the pod's last one
+            return
+        self._spawn(self._status_write(pod, {"status": status}), self._status)
 
     async def nominate(self, pod: Pod, node: str, abandon: asyncio.Future[Any] | None = None) -> None:
         """Set ``status.nominatedNodeName`` before a Permit wait (NominatedNodeNameForExpectation,
@@ -260,7 +303,7 @@ class Recorder:
         will be soon bound anyway", ``pkg/scheduler/schedule_one.go`` bindingCycle)."""
         if pod.status.nominated_node_name == node:
             return
-        await self._patch_status(pod, {"status": {"nominatedNodeName": node}}, abandon=abandon)
+        await self._status_write(pod, {"status": {"nominatedNodeName": node}}, abandon=abandon)
 
     async def _patch_status(
         self, pod: Pod, patch: dict[str, Any], *, abandon: asyncio.Future[Any] | None = None

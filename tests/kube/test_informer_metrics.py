@@ -41,7 +41,12 @@ def test_relists_and_watch_restarts_are_counted_by_resource() -> None:
                 await resp.write(json.dumps({"type": "ERROR", "object": gone}).encode() + b"\n")
             elif watches >= 3:
                 await done.wait()
-            return resp  # the first watch ends at once, as after the server's timeoutSeconds
+            else:
+                # A normal watch that the server ends (its timeoutSeconds): a bookmark came, so it
+                # is no "very short watch" and is resumed without a LIST.
+                bookmark = {"kind": "Pod", "apiVersion": "v1", "metadata": {"resourceVersion": "11"}}
+                await resp.write(json.dumps({"type": "BOOKMARK", "object": bookmark}).encode() + b"\n")
+            return resp
 
         app = web.Application()
         app.router.add_get("/api/v1/pods", pods)

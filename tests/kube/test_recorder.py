@@ -393,6 +393,42 @@ def test_nominate_is_dropped_when_the_permit_wait_already_ended() -> None:
     run(main)
 
 
+def test_status_writes_of_one_pod_land_in_the_order_they_were_made() -> None:
+    async def main(api: FakeApiServer, rec: Recorder) -> None:
+        held = api.hold("PATCH", STATUS)
+        rec.pod_scheduled_false(make_pod(), "Unschedulable", "first decision")
+        await held.arrived.wait()
+        rec.pod_scheduled_false(make_pod(), "Unschedulable", "second decision")
+        await asyncio.sleep(0.2)
+        # The second write waits for the first: sent together, they could land in either order
+        # and leave the older message on the pod.
+        assert len(api.sent("PATCH", STATUS)) == 1
+        held.release.set()
+        await rec.drain()
+        msgs = [r.body["status"]["conditions"][0]["message"] for r in api.sent("PATCH", STATUS)]
+        assert msgs == ["first decision", "second decision"]
+
+    run(main)
+
+
+def test_a_nomination_behind_a_slow_status_write_is_dropped_when_the_permit_wait_ends() -> None:
+    async def main(api: FakeApiServer, rec: Recorder) -> None:
+        held = api.hold("PATCH", STATUS)
+        rec.pod_scheduled_false(make_pod(), "Unschedulable", "earlier failure")
+        await held.arrived.wait()
+        settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        nominating = asyncio.create_task(rec.nominate(make_pod(), "n1", abandon=settled))
+        await asyncio.sleep(0.1)
+        assert not nominating.done()
+        settled.set_result(None)  # the gang was allowed: bind now, never mind the nomination
+        await asyncio.wait_for(nominating, 1.0)
+        held.release.set()
+        await rec.drain()
+        assert len(api.sent("PATCH", STATUS)) == 1
+
+    run(main)
+
+
 def test_events_about_nodes_and_pod_groups_name_their_kind() -> None:
     """A node the scheduler cannot use gets its Warning in ``default`` (a cluster-scoped object,
     as client-go files it); a PodGroup in its own namespace."""

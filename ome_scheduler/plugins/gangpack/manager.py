@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from ome_scheduler.api.core import Node, Pod
 from ome_scheduler.api.scheduling import PLACEMENT_BOUND, PLACEMENT_HOLDING, PLACEMENT_PINNED, PodGroup, same_definition
 from ome_scheduler.config.pluginargs import OMEGangPackArgs
-from ome_scheduler.framework.interface import Handle
+from ome_scheduler.framework.interface import ClusterTruth, Handle
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import GangKey, GangPlacement, NodeInfo, PodInfo, PodKey, gang_key, split_gang_key
 from ome_scheduler.framework.waiting_pods import WaitingPod
@@ -347,8 +347,14 @@ class GangManager:
                 )
                 pin.hold_until = self.forming_since[key] + gang.timeout
                 self.metrics.pin("adopted")
+                hold = "holding it" if pin.holding and pin.remaining > 0 else "without a hold"
+                if not pin.holding and pin.remaining > 0:
+                    hold += " (its holds expired)"
                 self.pod_group_event(
-                    key, "Normal", "Adopted", f"adopted {tk}={placed_domain}, where {count} members are already placed"
+                    key,
+                    "Normal",
+                    "Adopted",
+                    f"adopted {tk}={placed_domain}, where {count} members are already placed, {hold}",
                 )
                 self.metrics.pinned_groups(len(self.pins))
                 self.report(key)
@@ -647,6 +653,33 @@ class GangManager:
                     note=note,
                 )
             self.wake_parked_by_hold()
+
+    def check_state(self, truth: ClusterTruth) -> list[tuple[str, str, str]]:
+        """Pins that disagree with the API server, for the cache debugger: a pin whose PodGroup
+        is gone or was re-created (pins follow their PodGroup at once), a gang with bound
+        members outside its pinned domain (a split), and a hold kept past its expiry (the
+        expiry runs every second)."""
+        out: list[tuple[str, str, str]] = []
+        now = time.monotonic()
+        for key, pin in self.pins.by_group.items():
+            tk, domain = pin.domain
+            uid = truth.pod_groups.get(key)
+            if uid is None:
+                out.append((key, "pin-without-podgroup", f"pinned to {tk}={domain} but its PodGroup does not exist"))
+                continue
+            if pin.owner and uid != pin.owner:
+                out.append((key, "pin-of-old-podgroup", f"pinned for PodGroup uid {pin.owner}, the PodGroup is {uid}"))
+            outside = {
+                pod: node
+                for pod, node in truth.bound_members.get(key, {}).items()
+                if truth.node_labels.get(node, {}).get(tk) != domain
+            }
+            if outside:
+                out.append((key, "members-outside-pin", f"pinned to {tk}={domain}, bound outside it: {outside}"))
+            if pin.holding and pin.remaining > 0 and pin.hold_until and now > pin.hold_until + 5.0:
+                late = now - pin.hold_until
+                out.append((key, "hold-past-expiry", f"holds {tk}={domain} {late:.0f} s past its expiry"))
+        return out
 
     def refresh_domain_gauges(self) -> None:
         """The ``ome_scheduler_domain_*`` gauges for every topology key in use."""

@@ -27,6 +27,7 @@ from ome_scheduler.framework.events import ClusterEventWithHint
 from ome_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     BackgroundTask,
+    ClusterTruth,
     CycleState,
     FilterPlugin,
     Handle,
@@ -99,6 +100,10 @@ class OMEGangPack(
         self.hints = GangHints(args, handle.pod_groups())
         handle.pod_groups().subscribe(self.gangs.on_pod_group_change)
         handle.subscribe_node_changes(self.gangs.on_node_change)
+
+    def check_state(self, truth: ClusterTruth) -> list[tuple[str, str, str]]:
+        """Pins that disagree with the API server (see :meth:`GangManager.check_state`)."""
+        return self.gangs.check_state(truth)
 
     def background_tasks(self) -> Sequence[BackgroundTask]:
         """The gang GC every ``gcIntervalSeconds`` (§7), the domain gauges every 10 s and the

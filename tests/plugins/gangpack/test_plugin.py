@@ -352,6 +352,14 @@ def test_adoption_after_restart_keeps_bound_domain() -> None:
     assert count(m, "ome_scheduler_gang_pin_total", result="adopted") == 1
     c = p.gangs.pins.get("ns/g")
     assert c is not None and c.remaining == 2
+    assert h.events[-1][2:] == ("Adopted", f"adopted {DK}=a, where 1 members are already placed, holding it")
+    # Past the gang's scheduleTimeoutSeconds an adopted pin holds nothing, and says so.
+    p.gangs.release("ns/g", c.owner, 0, None, mark_failed=False)
+    p.gangs.forming_since["ns/g"] -= 10_000
+    prefilter(p, h, rest[0])
+    again = p.gangs.pins.get("ns/g")
+    assert again is not None and not again.holding
+    assert h.events[-1][3].endswith("already placed, without a hold (its holds expired)")
 
 
 def test_adopted_domain_too_small() -> None:
