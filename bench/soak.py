@@ -376,10 +376,12 @@ class Soak:
         return time.monotonic() - self.t0
 
     def bump(self, what: str, n: int = 1) -> None:
+        """Count ``n`` more of ``what`` (a churn counter in the report)."""
         with self.lock:
             self.counts[what] = self.counts.get(what, 0) + n
 
     def violation(self, msgs: Iterable[str]) -> None:
+        """Record invariant violations (each message once, with the first time it was seen)."""
         with self.lock:
             for m in msgs:
                 self.violations.setdefault(m, round(self.now(), 1))
@@ -410,12 +412,14 @@ class Soak:
         return False
 
     def create_pod(self, obj: dict[str, Any]) -> None:
+        """Create a pod, recording the time before the request as its creation time."""
         name = obj["metadata"]["name"]
         with self.lock:
             self.created[name] = self.now()
         self._try(self.api.create_pod, obj)
 
     def add_node(self, domain: int, i: int) -> str:
+        """Create kwok node ``<run>-d<domain>-n<i>`` in domain ``d<domain>``; returns its name."""
         name = f"{self.name}-d{domain}-n{i}"
         self.node_domain[name] = f"d{domain}"
         obj = node(name, {self.domain_key: f"d{domain}"}, gpu=NODE_GPUS, cpu="16", memory="64Gi")
@@ -720,6 +724,7 @@ def write_report(out: Path, stem: str, result: dict[str, Any]) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
+    """One soak (module docstring); returns the exit status (0 correct, 1 violation or drift)."""
     duration = args.minutes * 60.0
     state = Path(os.environ.get("OME_CLUSTER_DIR") or REPO / ".local-cluster-soak")
     cluster = Cluster.attach_if_running(state)
@@ -855,6 +860,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Command line (``python -m bench.soak --help``); returns the exit status (2: the harness failed)."""
     p = argparse.ArgumentParser(prog="python -m bench.soak", description=(__doc__ or "").split("\n")[0])
     p.add_argument("--minutes", type=float, default=None, help="run length (default 30; --ci: 3)")
     p.add_argument("--ci", action="store_true", help="the CI form: 3 minutes, report under .soak-results/")
