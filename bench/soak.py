@@ -276,23 +276,26 @@ def phase_of(t: float, window: tuple[float, float]) -> str:
 
 
 def latency_by_phase(
-    created: Mapping[str, float], bound: Mapping[str, float], window: tuple[float, float]
+    created: Mapping[str, float], bound: Mapping[str, float], window: tuple[float, float], slow: int = 10
 ) -> dict[str, dict[str, Any]]:
     """Creation-to-bound latency by the phase each pod was created in.
 
     ``created``/``bound``: pod name -> seconds since the run's start. Returns phase -> {pods,
-    bound, p50, p99, max} (seconds; None when nothing bound in that phase).
+    bound, p50, p99, max (seconds; None when nothing bound in that phase), slowest: the ``slow``
+    slowest pods as [name, created, latency]}.
     """
     out: dict[str, dict[str, Any]] = {}
     for ph in ("before", "during", "after"):
         names = [n for n, t in created.items() if phase_of(t, window) == ph]
         lat = [bound[n] - created[n] for n in names if n in bound]
+        slowest = sorted((n for n in names if n in bound), key=lambda n: bound[n] - created[n], reverse=True)[:slow]
         out[ph] = {
             "pods": len(names),
             "bound": len(lat),
             "p50": percentile(lat, 50),
             "p99": percentile(lat, 99),
             "max": max(lat) if lat else None,
+            "slowest": [[n, round(created[n], 2), round(bound[n] - created[n], 2)] for n in slowest],
         }
     return out
 
@@ -666,6 +669,9 @@ def write_report(out: Path, stem: str, result: dict[str, Any]) -> list[Path]:
         f"| RSS slope (after the first {WARMUP_SHARE:.0%}) | {_fmt(f['rss_slope_mib_per_h'], 1)} MiB/h "
         f"({_fmt(f['rss_start_mib'], 0)} → {_fmt(f['rss_end_mib'], 0)} MiB, peak {_fmt(f['rss_peak_mib'], 0)}) "
         f"| ≤ {RSS_GOAL_MIB_H:g} MiB/h |",
+        "| RSS slope before / during / after the faults | "
+        + " / ".join(_fmt(f["rss_slope_by_phase"][ph], 1) for ph in ("before", "during", "after"))
+        + " MiB/h | |",
         f"| invariant violations | {f['invariant_violations']} | 0 |",
         f"| cache drift at the end | {f['cache_drift']} ({result['drift']['outcome']}) | 0 |",
         f"| scheduler exits | {f['scheduler_exits']} | 0 |",
@@ -677,6 +683,14 @@ def write_report(out: Path, stem: str, result: dict[str, Any]) -> list[Path]:
     for ph in ("before", "during", "after"):
         x = lat[ph]
         lines.append(f"| {ph} | {x['pods']} | {x['bound']} | {_fmt(x['p50'])} | {_fmt(x['p99'])} | {_fmt(x['max'])} |")
+    lines += [
+        "",
+        "Slowest pods (name, created at s, latency s): "
+        + "; ".join(
+            f"{ph}: " + ", ".join(f"{n} {c:g} {d:g}" for n, c, d in lat[ph]["slowest"][:3])
+            for ph in ("before", "during", "after")
+        ),
+    ]
     lines += ["", "Faults: " + ", ".join(f"{x['kind']} {x['end'] - x['start']:.0f} s" for x in result["faults"]), ""]
     lines += ["Churn: " + ", ".join(f"{k} {v}" for k, v in sorted(result["counts"].items())), ""]
     if result["violations"]:
@@ -795,15 +809,21 @@ def run(args: argparse.Namespace) -> int:
             else {"outcome": "scheduler not running", "differences": -1, "mismatches": []}
         )
         s.stop_all.set()
-        window = fault_window(duration)
         with s.lock:
             created = {n: t for n, t in s.created.items() if n not in s.never_bind}
             bound = dict(s.bound_at)
             samples = list(s.samples)
         rss = [x["rss_mib"] for x in samples if x["rss_mib"]]
         exits = 0 if s.sched.proc is not None and s.sched.proc.poll() is None else 1
+        window = fault_window(duration)
         figures = {
             "rss_slope_mib_per_h": rss_slope([(x["t"], x["rss_mib"]) for x in samples], duration * WARMUP_SHARE),
+            "rss_slope_by_phase": {
+                ph: rss_slope(
+                    [(x["t"], x["rss_mib"]) for x in samples if phase_of(x["t"], window) == ph and x["t"] <= duration]
+                )
+                for ph in ("before", "during", "after")
+            },
             "rss_start_mib": rss[0] if rss else None,
             "rss_end_mib": rss[-1] if rss else None,
             "rss_peak_mib": max(rss) if rss else None,
@@ -846,9 +866,13 @@ def run(args: argparse.Namespace) -> int:
         if s.toxiproxy is not None:
             s.toxiproxy.stop()
         if own:
-            cluster.down(keep_logs=not ok)
-            if not ok:
-                print(f"control plane logs kept in {cluster.log_dir}", file=sys.stderr)
+            if args.keep:
+                cluster.down(keep=True)
+                print(f"state kept in {cluster.state_dir} (scheduler log under schedulers/)", file=sys.stderr)
+            else:
+                cluster.down(keep_logs=not ok)
+                if not ok:
+                    print(f"control plane logs kept in {cluster.log_dir}", file=sys.stderr)
         else:
             try:
                 api.delete_namespace(s.ns)
@@ -865,6 +889,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--minutes", type=float, default=None, help="run length (default 30; --ci: 3)")
     p.add_argument("--ci", action="store_true", help="the CI form: 3 minutes, report under .soak-results/")
     p.add_argument("--seed", type=int, default=12)
+    p.add_argument("--keep", action="store_true", help="keep the state directory (scheduler and control-plane logs)")
     p.add_argument("--out", default="", help="report directory (default bench/results; --ci: .soak-results)")
     args = p.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)

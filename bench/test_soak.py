@@ -170,8 +170,22 @@ def test_latency_by_phase_uses_the_creation_time_and_leaves_unbound_pods_out_of_
     created = {"a": 1.0, "b": 2.0, "c": 50.0, "d": 60.0, "e": 120.0}
     bound = {"a": 1.5, "b": 2.1, "c": 70.0, "e": 121.0}
     got = latency_by_phase(created, bound, (30.0, 90.0))
-    assert got["before"] == {"pods": 2, "bound": 2, "p50": pytest.approx(0.1), "p99": 0.5, "max": 0.5}
-    assert got["during"] == {"pods": 2, "bound": 1, "p50": 20.0, "p99": 20.0, "max": 20.0}
+    assert got["before"] == {
+        "pods": 2,
+        "bound": 2,
+        "p50": pytest.approx(0.1),
+        "p99": 0.5,
+        "max": 0.5,
+        "slowest": [["a", 1.0, 0.5], ["b", 2.0, 0.1]],
+    }
+    assert got["during"] == {
+        "pods": 2,
+        "bound": 1,
+        "p50": 20.0,
+        "p99": 20.0,
+        "max": 20.0,
+        "slowest": [["c", 50.0, 20.0]],
+    }
     assert got["after"]["p99"] == 1.0
     assert percentile([], 99) is None
     assert percentile([float(i) for i in range(1, 101)], 99) == 99.0
