@@ -251,16 +251,20 @@ def fault_window(duration_s: float) -> tuple[float, float]:
     return duration_s * 0.25, duration_s * 0.75
 
 
-def fault_schedule(duration_s: float, long_stop_s: float = 20.0) -> list[Fault]:
-    """The faults of a run of ``duration_s`` seconds: :data:`CYCLE` repeated while it fits in
-    :func:`fault_window`, each fault followed by its gap; never overlapping. From the second
-    cycle on, the SIGSTOP lasts ``long_stop_s`` seconds (still under the 30 s a Binding may wait
-    for a stale view)."""
+def fault_schedule(duration_s: float, long_stop_s: float = 20.0, kinds: Iterable[str] | None = None) -> list[Fault]:
+    """The faults of a run of ``duration_s`` seconds: :data:`CYCLE` (only its ``kinds``, default
+    all) repeated while it fits in :func:`fault_window`, each fault followed by its gap; never
+    overlapping. From the second cycle on, the SIGSTOP lasts ``long_stop_s`` seconds (still under
+    the 30 s a Binding may wait for a stale view). Raises ValueError for an unknown kind."""
+    wanted = set(kinds) if kinds is not None else {k for k, _, _ in CYCLE}
+    if not wanted or wanted - {k for k, _, _ in CYCLE}:
+        raise ValueError(f"fault kinds {sorted(wanted)}: choose from {[k for k, _, _ in CYCLE]}")
+    cycle_faults = [c for c in CYCLE if c[0] in wanted]
     start, end = fault_window(duration_s)
     out: list[Fault] = []
     t, cycle = start, 0
     while True:
-        for kind, secs, gap in CYCLE:
+        for kind, secs, gap in cycle_faults:
             if kind == "sigstop" and cycle > 0:
                 secs = long_stop_s
             if t + secs > end:
@@ -765,7 +769,7 @@ def run(args: argparse.Namespace) -> int:
         s.sched = SchedulerProcess(cluster, chart_config(scheduler_name=name), name="soak", v=2, kubeconfig=kubeconfig)
         s.sched.start()
         print(f"soak {name}: {args.minutes:g} min, scheduler log {s.sched.log_path}", flush=True)
-        schedule = fault_schedule(duration)
+        schedule = fault_schedule(duration, kinds=args.faults.split(","))
         s.t0 = time.monotonic()
         for target, arg in (
             (s.watch, ()),
@@ -889,6 +893,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--minutes", type=float, default=None, help="run length (default 30; --ci: 3)")
     p.add_argument("--ci", action="store_true", help="the CI form: 3 minutes, report under .soak-results/")
     p.add_argument("--seed", type=int, default=12)
+    p.add_argument(
+        "--faults", default=",".join(k for k, _, _ in CYCLE), help="fault kinds to inject (default: %(default)s)"
+    )
     p.add_argument("--keep", action="store_true", help="keep the state directory (scheduler and control-plane logs)")
     p.add_argument("--out", default="", help="report directory (default bench/results; --ci: .soak-results)")
     args = p.parse_args(argv)

@@ -200,3 +200,10 @@ def test_parse_drift_reads_the_comparers_summary_and_mismatch_lines() -> None:
     )
     assert parse_drift(text) == ("finished", 1, ['W1130 "Cache mismatch" kind="pod" object="ns/p" what="missed"'])
     assert parse_drift('E1130 "Cache comparer failed" err="x"') == ("failed", 0, [])
+
+
+def test_a_schedule_of_chosen_kinds_has_only_those_and_unknown_kinds_are_refused() -> None:
+    faults = fault_schedule(600.0, kinds=["blackhole"])
+    assert len(faults) >= 8 and {f.kind for f in faults} == {"blackhole"}
+    with pytest.raises(ValueError):
+        fault_schedule(600.0, kinds=["blackhole", "flood"])
