@@ -4,11 +4,12 @@
 #   make demo-stop  stop the demo's ome-scheduler, keep the control plane
 #   make down    stop the local control plane and ome-scheduler
 #   make bench   ome-scheduler against kube-scheduler 1.35.4 on one API server (tens of minutes)
+#   make soak    30 minutes of churn with API server and network faults (make soak-ci: 3 minutes, part of test)
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: venv binaries demo demo-stop down lint unit e2e test bench bench-small microbench clean
+.PHONY: venv binaries demo demo-stop down lint unit e2e test bench bench-small microbench soak soak-ci clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -44,12 +45,19 @@ e2e: venv binaries
 test: lint venv binaries
 	$(BIN)/pytest tests bench e2e
 	$(BIN)/python -m bench.run --small --runs 1
+	$(BIN)/python -m bench.soak --ci
 
 bench: venv binaries
 	$(BIN)/python -m bench.run
 
 bench-small: venv binaries
 	$(BIN)/python -m bench.run --small --runs 1
+
+soak: venv binaries
+	$(BIN)/python -m bench.soak
+
+soak-ci: venv binaries
+	$(BIN)/python -m bench.soak --ci
 
 microbench: venv
 	$(BIN)/pytest bench/test_micro.py --benchmark-enable
