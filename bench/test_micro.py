@@ -44,6 +44,9 @@ class _NoIO:
     def pod_scheduled_false(self, *a: Any, **k: Any) -> None:
         return None
 
+    async def nominate(self, *a: Any, **k: Any) -> None:
+        return None
+
 
 def scheduler(nodes: int) -> Scheduler:
     from e2e.helpers import chart_config
