@@ -319,6 +319,24 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+async def podgroup_writes(api: BenchApi) -> int:
+    """PodGroup writes the API server has answered (``apiserver_request_total``, PUT and PATCH
+    of ``podgroups`` and ``podgroups/status``): what ome-scheduler's status keeper sent."""
+    async with api.client() as c:
+        async with c.get("/metrics") as r:
+            text = await r.text()
+    n = 0
+    for line in text.splitlines():
+        if line.startswith("apiserver_request_total{") and 'resource="podgroups"' in line:
+            if 'verb="PUT"' in line or 'verb="PATCH"' in line:
+                n += int(float(line.rsplit(" ", 1)[1]))
+    return n
+
+
+POD_GROUP_STATUS = True
+"""Whether ome-scheduler keeps PodGroup status (``python -m bench.run --no-pod-group-status`` measures without)."""
+
+
 def scheduler_config(which: str, cluster: Cluster, qps: float, burst: int) -> dict[str, Any]:
     """The KubeSchedulerConfiguration ``which`` runs with: the chart's profile for ome-scheduler,
     its counterpart for kube-scheduler, the counterpart plus Coscheduling for Coscheduling; all
@@ -355,6 +373,7 @@ def start_scheduler(which: str, cluster: Cluster, workdir: Path, qps: float, bur
             f"--kubeconfig={cluster.kubeconfig}",
             f"--v={os.environ.get('BENCH_OME_V', '1')}",
             "--secure-port=0",
+            f"--pod-group-status={str(POD_GROUP_STATUS).lower()}",
         ]
         profiler = os.environ.get("BENCH_OME_PROFILE")
         if profiler:

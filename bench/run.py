@@ -26,6 +26,10 @@ In S1-S5 all pods exist before a scheduler starts; throughput is pods / (last bi
 latency is from the scheduler's start to each pod's bind. A run ends when every pod is bound or
 no bind happened for 30 s. Results: ``bench/results/<date>.md`` and PNGs (``bench/report.py``).
 
+ome-scheduler's leader keeps PodGroup status; each closed-loop run also reports the PodGroup
+writes the API server answered (``apiserver_request_total``), counted until they stop, and
+``--no-pod-group-status`` runs it without them, to measure their cost.
+
 ``--small`` (CI) runs every scheduler once at tiny sizes and fails unless ome-scheduler binds
 every pod with every gang in one clique; what Coscheduling and kube-scheduler do is recorded.
 """
@@ -42,6 +46,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from bench import common
 from bench import steady as s6
 from bench.common import (
     NS,
@@ -58,6 +63,7 @@ from bench.common import (
     pct,
     pod_group_obj,
     pod_obj,
+    podgroup_writes,
     proc_cpu_rss,
     start_scheduler,
     stop_scheduler,
@@ -300,6 +306,7 @@ async def one_run(
 
     watcher = asyncio.create_task(watch_bound(api, on_bound))
     await asyncio.sleep(0.5)
+    writes0 = await podgroup_writes(api)
     t_start = time.monotonic()
     proc = start_scheduler(which, cluster, workdir, qps, burst)
     cpu = rss = 0.0
@@ -324,6 +331,17 @@ async def one_run(
                 pass
             await asyncio.sleep(0.5)
         cpu, rss = proc_cpu_rss(proc.pid)
+        # The status keeper writes at the lowest priority: while Bindings and events saturate the
+        # API server its writes wait, so count them until they stop (3 s without one, 60 s at most).
+        writes, t_last_write = await podgroup_writes(api) - writes0, time.monotonic()
+        quiet_until = time.monotonic() + 3.0
+        while which == OME and common.POD_GROUP_STATUS and time.monotonic() < min(quiet_until, t_start + 60):
+            await asyncio.sleep(0.5)
+            w = await podgroup_writes(api) - writes0
+            if w != writes:
+                writes, t_last_write = w, time.monotonic()
+                quiet_until = t_last_write + 3.0
+        writes_span = max(t_last_write - t_start, 1e-6)
     finally:
         stop_scheduler(which, proc)
         watcher.cancel()
@@ -347,6 +365,11 @@ async def one_run(
         gangs_in_one_domain=f"{one}/{len(gangs)}" if gangs else "",
         bound=-1 if len(times) == len(names) else len(times),
         nodes=v.nodes,
+        notes={
+            "podgroup_writes": writes,
+            "podgroup_writes_per_s": round(writes / writes_span, 1),
+            "podgroup_writes_done_s": round(t_last_write - t_start, 1),
+        },
     )
 
 
@@ -486,7 +509,10 @@ async def amain(args: argparse.Namespace) -> int:
                             f"{v.label} run {run + 1} {r.scheduler}: {r.pods} pods"
                             f"{'' if r.bound < 0 else f' ({r.bound} bound)'}, {r.pods_per_s:.1f} pods/s, "
                             f"p99 {r.lat_p99:.2f} s, skew p99 {r.skew_p99}, cpu {r.cpu_s:.1f} s, "
-                            f"rss {r.rss_mb:.0f} MiB, one-clique {r.gangs_in_one_domain}",
+                            f"rss {r.rss_mb:.0f} MiB, one-clique {r.gangs_in_one_domain}, "
+                            f"PodGroup writes {r.notes.get('podgroup_writes', 0)} "
+                            f"({r.notes.get('podgroup_writes_per_s', 0)}/s, last at "
+                            f"{r.notes.get('podgroup_writes_done_s', 0)} s)",
                             flush=True,
                         )
             for r in new:
@@ -530,9 +556,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--stall-seconds", type=float, default=0, help="end a run after this long without a bind (30; --small 15)"
     )
     p.add_argument("--keep", action="store_true", help="leave the benchmark control plane running")
+    p.add_argument(
+        "--no-pod-group-status",
+        action="store_true",
+        help="run ome-scheduler with --pod-group-status=false (measures the status keeper's cost)",
+    )
     p.add_argument("--out", default="", help="report directory (default: bench/results; --small: the state dir)")
     args = p.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
+    common.POD_GROUP_STATUS = not args.no_pod_group_status
     return asyncio.run(amain(args))
 
 

@@ -35,7 +35,7 @@ SIZES = [1000, 5000, 20000]
 
 
 class _NoIO:
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    async def bind(self, namespace: str, name: str, uid: str, node: str, *, guard: Any = None) -> None:
         return None
 
     def event(self, *a: Any, **k: Any) -> None:

@@ -94,7 +94,9 @@ class AuditLog:
         current = self.log_dir / "audit.log"
         return [*rotated, current] if current.exists() else rotated
 
-    def _lines(self) -> Iterator[dict[str, Any]]:
+    def events(self) -> Iterator[dict[str, Any]]:
+        """Every event of every file, in the order written (both stages of a request; ``since``
+        is not applied)."""
         for path in self.files():
             with path.open("rb") as f:
                 for line in f:
@@ -105,7 +107,7 @@ class AuditLog:
         """One Event per request (``username``'s only, when given): its ResponseComplete stage, or
         ResponseStarted for a watch still open. Requests received before ``since`` are left out."""
         last: dict[str, dict[str, Any]] = {}
-        for ev in self._lines():
+        for ev in self.events():
             if username is not None and (ev.get("user") or {}).get("username") != username:
                 continue
             if ev.get("stage") not in ("ResponseStarted", "ResponseComplete", "Panic"):

@@ -10,6 +10,10 @@ kube-controller-manager creates the default ServiceAccounts; ``TaintNodesByCondi
 because kwok reports nodes Ready and kube-controller-manager's node-lifecycle controller then
 removes the ``node.kubernetes.io/not-ready`` taint, as on a real cluster. Benchmark mode turns
 them off instead, with the request limits (scheduler_perf's settings).
+
+Audit: outside benchmark mode the apiserver writes an audit log (``e2e/audit-policy.yaml``: every
+request at ``Metadata`` level, JSON lines, ``<state>/logs/audit.log``) so tests can prove who sent
+what and when (``e2e/audit.py``, ``e2e.helpers.audit_events``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@
 2. Start ome-scheduler with the chart's default configuration (``examples/demo/config.yaml``).
 3. Create the ``gang-demo`` namespace and apply the user guide's PodGroup and Deployment
    (``examples/demo/*.yaml``) unchanged.
-4. Print the placement as Step 3 of the guide does, and the pods' events.
+4. Print the PodGroup (``kubectl get podgroups``: PHASE ``Running``, RUNNING ``2``, kept by the
+   scheduler), the placement as Step 3 of the guide does, and the pods' events.
 
 The cluster and the scheduler keep running afterwards; ``make demo-stop`` stops the scheduler,
 ``make down`` stops both.
@@ -65,7 +66,14 @@ def main() -> int:
             print("the demo gang did not reach Running within 60 s", file=sys.stderr)
             break
         time.sleep(0.5)
+    deadline = time.monotonic() + 15  # the leader writes PodGroup status about a second after a change
+    while time.monotonic() < deadline:
+        phase = c.kubectl("get", "podgroup", "gang-demo", "-n", "gang-demo", "-o", "jsonpath={.status.phase}").stdout
+        if phase == "Running":
+            break
+        time.sleep(0.5)
     for cmd in (
+        ["get", "podgroups", "-n", "gang-demo"],
         [
             "get",
             "pods",

@@ -26,6 +26,7 @@ import httpx
 import yaml
 
 from e2e import tokens
+from e2e.audit import AuditLog
 from e2e.cluster import Cluster, node_not_ready
 from e2e.manifests import HOSTNAME, POD_GROUP_LABEL, SCHEDULER_NAME, TOPOLOGY_ANNOTATION, pod, pod_group, unique
 from e2e.manifests import chart_config as chart_config  # re-exported: tests/ and bench/ import it from here
@@ -271,8 +272,11 @@ class SchedulerProcess:
         v: int = 4,
         extra_args: Sequence[str] = (),
         kubeconfig: Path | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.cluster = cluster
+        self.env = dict(env or {})
+        """Extra environment variables (test hooks such as ``OME_SCHEDULER_TEST_STALL_SIGNAL``)."""
         self.dir = cluster.state_dir / "schedulers" / unique(name)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.config_path = self.dir / "config.yaml"
@@ -300,7 +304,7 @@ class SchedulerProcess:
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=REPO,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
             start_new_session=True,
         )
         return self
@@ -394,6 +398,20 @@ def temp_nodes(api: Api, nodes: Sequence[Mapping[str, Any]], ready_timeout: floa
     finally:
         for name in names:
             api.delete_node(name)
+
+
+def audit_events(cluster: Cluster) -> list[dict[str, Any]]:
+    """Every event of the apiserver's audit log (``Cluster.audit_log`` and its rotated files),
+    in the order written (``audit.k8s.io/v1`` Event objects at Metadata level: ``verb``,
+    ``user.username``, ``userAgent``, ``objectRef``, ``responseStatus``,
+    ``requestReceivedTimestamp``...; read by ``e2e/audit.py``).
+
+    Raises AssertionError when the cluster writes no audit log (benchmark mode, or a cluster
+    started before audit logging was added: ``python -m e2e.cluster down`` and start afresh).
+    """
+    log = cluster.audit_log
+    assert log.exists(), f"no audit log at {log}: restart the cluster (python -m e2e.cluster down)"
+    return list(AuditLog(log.parent, dt.datetime.min.replace(tzinfo=dt.UTC)).events())
 
 
 # ---- assertions ------------------------------------------------------------------------

@@ -138,6 +138,12 @@ def test_job_lands_whole_in_one_clique_and_the_next_waits(api: Api, op: Operator
         placed = wait_bound(api, ns, first, timeout=60)
         assert clique_of(api, placed) == {f"{key}-a"}, placed  # the only clique with room for 4
         assert len(set(placed.values())) == 4
+        # The leader keeps the operator's PodGroup status (kubectl get podgroup: PHASE, RUNNING).
+        path = f"{PG_API}/namespaces/{ns}/podgroups/first"
+        st = wait_for(
+            "the job's PodGroup Running", lambda: (x := api.get(path).get("status", {})).get("phase") == "Running" and x
+        )
+        assert st["running"] == 4
 
         # Clique b has 3 free nodes: enough for 3 of the 4 pods, not for the gang.
         create_job(api, op, ns, "second", 3, key)

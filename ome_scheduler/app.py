@@ -5,7 +5,8 @@ validate the configuration (exit 1 with a message naming the argument when inval
 the frameworks (plugin argument validation), connect to the API server, start the informers
 of :data:`INFORMERS`, wait for them to sync (optional ones, such as PodGroups whose CRD may be
 missing, only as long as a plugin asks), elect a leader, then run the scheduling loop, the
-queue flushes and the plugins' background tasks until SIGTERM or SIGINT.
+queue flushes, the plugins' background tasks and the PodGroup status keeper
+(``podgroupstatus.py``) until SIGTERM or SIGINT.
 
 Structured concurrency is anyio's on the asyncio backend: one root task group holds every
 long-running task; a stop request cancels the step waiting for it, and the graceful shutdown
@@ -14,6 +15,7 @@ ends by cancelling the group.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -33,17 +35,21 @@ from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.config.errors import ConfigError
 from ome_scheduler.config.load import load_config
 from ome_scheduler.config.types import KubeSchedulerConfiguration
+from ome_scheduler.framework.fence import Fence
 from ome_scheduler.kube.client import KubeClient
 from ome_scheduler.kube.credentials import credentials_error
 from ome_scheduler.kube.informer import Informer
+from ome_scheduler.kube.podgroupwriter import PodGroupWriter
 from ome_scheduler.kube.recorder import Recorder
 from ome_scheduler.leader import LeaderElector
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.options import Options, apply_flags, master_error
+from ome_scheduler.podgroupstatus import PodGroupStatusKeeper
 from ome_scheduler.scheduler import Scheduler
 from ome_scheduler.secure_serving import raise_fd_limit
 from ome_scheduler.server import HealthState, SecureEndpoint, listen_socket
 from ome_scheduler.tls import DynamicServingCert, TLSPolicy
+from ome_scheduler.watchdog import LoopWatchdog, stall_bound
 
 log = logs.get_logger()
 
@@ -102,7 +108,7 @@ INFORMERS: tuple[InformerSpec, ...] = (
 
 
 def build_informer(client: KubeClient, spec: InformerSpec, scheduler: Scheduler) -> Informer[Any]:
-    """An :class:`Informer` for ``spec`` wired to the scheduler's handlers."""
+    """An :class:`Informer` for ``spec`` wired to the scheduler's handlers (and its metrics)."""
     owner = getattr(scheduler, spec.owner)
     return Informer(
         client,
@@ -116,11 +122,25 @@ def build_informer(client: KubeClient, spec: InformerSpec, scheduler: Scheduler)
         on_invalid=getattr(owner, f"on_{spec.kind}_invalid", None),
         on_error=getattr(owner, f"on_{spec.kind}_error", None),
         keep_stale=spec.keep_stale,
+        metrics=scheduler.metrics,
     )
 
 
+LEASE_CONNECTIONS = 2
+"""Connections (and requests in flight) of the leader elector's own API client: one renewal
+is in flight at a time, a second connection covers the release racing a renewal's reply."""
+
+
 class App:
-    """One scheduler process: informers, HTTPS endpoint, leader election and the loop."""
+    """One scheduler process: informers, HTTPS endpoint, leader election and the loop.
+
+    With leader election, the elector talks through a client of its own (``lease_client``:
+    its own connections, rate limiter and in-flight gate, User-Agent ``.../leader-election``),
+    as kube-scheduler's ``leaderElectionClient``: Bindings, events and TokenReviews never delay
+    a renewal. The scheduler gets a :class:`Fence` fed by the elector's last renewal, and a
+    :class:`LoopWatchdog` armed while leading ends the process when the event loop stalls
+    (``watchdog.py``).
+    """
 
     def __init__(
         self,
@@ -139,17 +159,45 @@ class App:
         # flood of bearer tokens never queues in front of Bindings and Lease renewals.
         self.endpoint = SecureEndpoint(client, self.metrics, self.health, opts.authorization_always_allow_paths)
         self.recorder = Recorder(client)
-        self.scheduler = Scheduler(cfg, metrics=self.metrics, binder=client, recorder=self.recorder, api_writer=client)
+        le = cfg.leader_election
+        self.elector: LeaderElector | None = None
+        self.lease_client: KubeClient | None = None
+        fence: Fence | None = None
+        if le.leader_elect:
+            cc = cfg.client_connection
+            self.lease_client = client.derive(
+                qps=cc.qps,
+                burst=cc.burst,
+                max_in_flight=LEASE_CONNECTIONS,
+                max_connections=LEASE_CONNECTIONS,
+                user_agent="leader-election",
+            )
+            self.elector = LeaderElector.from_config(self.lease_client, le, self.metrics)
+            elector = self.elector
+            self.health.leader_ok = lambda: elector.healthy()
+            fence = Fence(elector.renewed_at, le.renew_deadline)
+        self.scheduler = Scheduler(
+            cfg, metrics=self.metrics, binder=client, recorder=self.recorder, api_writer=client, fence=fence
+        )
         if opts.pod_max_in_unschedulable_pods_duration is not None:
             self.scheduler.queue.max_in_unschedulable = opts.pod_max_in_unschedulable_pods_duration
         self.informers = {spec.name: (spec, build_informer(client, spec, self.scheduler)) for spec in INFORMERS}
+        self.status_keeper: PodGroupStatusKeeper | None = None
+        if opts.pod_group_status is not False:
+            q = self.scheduler.queue
+            self.status_keeper = PodGroupStatusKeeper(
+                self.scheduler.pod_group_state,
+                PodGroupWriter(client),
+                self.metrics,
+                busy=lambda: bool(len(q.active) or len(q.backoff)),
+            )
         self.stop = anyio.Event()
-        le = cfg.leader_election
-        self.elector: LeaderElector | None = None
-        if le.leader_elect:
-            self.elector = LeaderElector.from_config(client, le, self.metrics)
-            elector = self.elector
-            self.health.leader_ok = lambda: elector.healthy()
+        self.watchdog = LoopWatchdog(
+            stall_bound(le.lease_duration, le.renew_deadline),
+            metrics=self.metrics,
+            armed=(lambda: elector.is_leader) if self.elector is not None else (lambda: False),
+        )
+        self.health.loop_problem = self.watchdog.problem
 
     async def wait_synced(self) -> None:
         """Wait for every informer's first list; optional ones (PodGroups) only as long as the
@@ -172,7 +220,15 @@ class App:
 
     async def serve(self) -> None:
         """Run everything until ``stop`` is set, then shut down gracefully."""
+        self.watchdog.start()
+        try:
+            await self._serve()
+        finally:
+            self.watchdog.stop()
+
+    async def _serve(self) -> None:
         async with anyio.create_task_group() as tg:
+            tg.start_soon(self.watchdog.heartbeat)
             if self.listener is not None:
                 sock, certs = self.listener
                 tg.start_soon(self.endpoint.serve, sock, certs, self.stop)
@@ -187,6 +243,8 @@ class App:
             if not self.stop.is_set():
                 tg.start_soon(self.scheduler.queue.run)
                 tg.start_soon(self.scheduler.run_background_tasks)
+                if self.status_keeper is not None:
+                    tg.start_soon(self.status_keeper.run)
                 async with anyio.create_task_group() as loop:
                     loop.start_soon(self.scheduler.run)
                     await self.stop.wait()
@@ -218,8 +276,17 @@ class App:
         await self.scheduler.drain_bindings(timeout=10.0)
         log.info("bindings drained", v=2, seconds=round(time.monotonic() - t0, 3))
         if self.elector is not None:
+            # Stops the renewal loop before clearing the holder: nothing takes the Lease back.
             await self.elector.release()
         await self.recorder.drain(timeout=5.0)
+
+    async def close(self) -> None:
+        """Close what the process opened besides the main client: the endpoint's review client,
+        the recorder's events client and the elector's client."""
+        await self.endpoint.close()
+        await self.recorder.close()
+        if self.lease_client is not None:
+            await self.lease_client.close()
 
     def _lost_lease(self) -> None:
         """Leadership lost: stop at once so no second leader ever binds (kube-scheduler exits 1)."""
@@ -264,6 +331,10 @@ async def amain(opts: Options) -> int:
         return _fail(f"invalid configuration: {exc}")
     if opts.master and (err := master_error(opts.master)) is not None:
         return _fail(err)
+    try:
+        stall = _test_stall_seconds()
+    except ValueError as exc:
+        return _fail(str(exc))
     listener: tuple[socket.socket, DynamicServingCert] | None = None
     if opts.secure_port:
         # Go raises the soft descriptor limit to the hard one at start-up; the endpoint's
@@ -288,6 +359,8 @@ async def amain(opts: Options) -> int:
         await client.close()
         return _fail(f"invalid configuration: {exc}")
     log.info("starting ome-scheduler", v=0, profiles=list(app.scheduler.frameworks), server=client.server)
+    if stall is not None:
+        _install_test_stall(stall)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_stop_on_signal, app.stop)
@@ -295,9 +368,45 @@ async def amain(opts: Options) -> int:
             tg.cancel_scope.cancel()
     finally:
         await client.close()
+        await app.recorder.close()
         await app.endpoint.close()
     log.info("ome-scheduler stopped", v=0)
     return 0
+
+
+TEST_STALL_ENV = "OME_SCHEDULER_TEST_STALL_SIGNAL"
+"""Test-only hook (the fault-injection suite, ``e2e/faults/``): when set to a number of
+seconds, SIGUSR1 blocks the event loop for that long with ``time.sleep``, as a pathological
+input or a paused VM would. Unset (always, outside tests), SIGUSR1 keeps its default action."""
+
+
+def _test_stall_seconds() -> float | None:
+    """The stall of :data:`TEST_STALL_ENV`, or None when unset.
+
+    Raises:
+        ValueError: the value is not a positive number of seconds.
+    """
+    raw = os.environ.get(TEST_STALL_ENV, "")
+    if not raw:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ValueError(f"{TEST_STALL_ENV}: Invalid value: {raw!r}: must be a positive number of seconds")
+    return seconds
+
+
+def _install_test_stall(seconds: float) -> None:
+    """Make SIGUSR1 block the running event loop for ``seconds`` (see :data:`TEST_STALL_ENV`)."""
+
+    def stall() -> None:
+        log.info("test hook: stalling the event loop", v=0, seconds=seconds)
+        time.sleep(seconds)  # blocking on purpose: this is the fault being injected
+        log.info("test hook: event loop resumed", v=0, seconds=seconds)
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, stall)
 
 
 async def _stop_on_signal(stop: anyio.Event) -> None:

@@ -4,9 +4,10 @@ Mirrors ``cmd/kube-scheduler/app/server.go``'s ``NewSchedulerCommand``: flags co
 :mod:`ome_scheduler.options`; a usage error exits with status 2, an invalid configuration
 with 1 (``ome_scheduler.app``), a clean shutdown with 0.
 
-Two subcommands, chosen by the first argument, run offline tools instead of the scheduler:
-``ome-scheduler snapshot FILE`` (:mod:`ome_scheduler.snapshot`) and ``ome-scheduler simulate
---snapshot FILE ...`` (:mod:`ome_scheduler.simulate`). Anything else, flags included, is the
+Three subcommands, chosen by the first argument, run offline tools instead of the scheduler:
+``ome-scheduler snapshot FILE`` (:mod:`ome_scheduler.snapshot`), ``ome-scheduler simulate
+--snapshot FILE ...`` (:mod:`ome_scheduler.simulate`) and ``ome-scheduler explain pod|podgroup
+NS/NAME`` (:mod:`ome_scheduler.explain`). Anything else, flags included, is the
 scheduler's command line, unchanged.
 """
 
@@ -20,7 +21,7 @@ from pydantic_settings import SettingsError
 from ome_scheduler.app import run
 from ome_scheduler.options import parse
 
-SUBCOMMANDS = ("snapshot", "simulate")
+SUBCOMMANDS = ("snapshot", "simulate", "explain")
 """First arguments that select an offline tool instead of the scheduler."""
 
 
@@ -31,6 +32,8 @@ def main(argv: list[str] | None = None) -> None:
         # Imported here: the scheduler's start-up does not load the offline tools.
         if args[0] == "snapshot":
             from ome_scheduler.snapshot import main as tool
+        elif args[0] == "explain":
+            from ome_scheduler.explain import main as tool
         else:
             from ome_scheduler.simulate import main as tool
         raise SystemExit(tool(args[1:]))

@@ -42,6 +42,7 @@ from ome_scheduler.framework.events import (
     EVENT_ASSIGNED_POD_DELETE,
     EVENT_NODE_ADD,
     EVENT_NODE_DELETE,
+    EVENT_UNSCHEDULED_POD_ADD,
     EVENT_UNSCHEDULED_POD_DELETE,
     POD_GROUP,
     ActionType,
@@ -50,7 +51,7 @@ from ome_scheduler.framework.events import (
     pod_scheduling_properties_change,
 )
 from ome_scheduler.framework.interface import EventRecorder
-from ome_scheduler.framework.types import PodInfo, PodKey, pod_key
+from ome_scheduler.framework.types import POD_GROUP_LABEL, PodInfo, PodKey, pod_key
 from ome_scheduler.framework.waiting_pods import WaitingPod
 from ome_scheduler.logs import get_logger
 
@@ -113,6 +114,19 @@ class EventHandlers:
             self.queue.assigned_pod_added(pod, self._ns_labels(pod.metadata.namespace))
         elif self._responsible(pod):
             self.queue.add(pi)
+        elif pi.gang:
+            self._sibling_appeared(pi)
+
+    def _sibling_appeared(self, pi: PodInfo) -> None:
+        """A gang member another scheduler serves appeared: its gang's members of ours may now
+        have every member they wait for (no cycle of ours runs for it to wake them). Only that
+        gang's unschedulable pods are offered the ``UnschedulablePod/Add`` event (mirrors the
+        ``MoveAllToActiveOrBackoffQueue`` of ``addPodToSchedulingQueue`` with GangScheduling,
+        ``pkg/scheduler/eventhandlers.go``)."""
+        gang = pi.gang_key
+        self.queue.move_all_to_active_or_backoff(
+            EVENT_UNSCHEDULED_POD_ADD, None, pi.pod, precheck=lambda q: q.pod_info.gang_key == gang
+        )
 
     def on_pod_update(self, old: Pod, new: Pod) -> None:
         """``updatePodInCache`` / ``updatePodInSchedulingQueue``."""
@@ -131,6 +145,8 @@ class EventHandlers:
                 self.queue.assigned_pod_updated(old, new, ev, self._ns_labels(new.metadata.namespace))
             return
         if not self._responsible(new):
+            if pi.gang and old.metadata.labels.get(POD_GROUP_LABEL) != pi.gang:
+                self._sibling_appeared(pi)  # another scheduler's pod joined a gang
             return
         if self.cache.is_assumed(key):
             # Assumed and in its binding cycle: a status patch (nominatedNodeName) must not

@@ -13,10 +13,10 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Sequence
-from itertools import chain, compress
+from itertools import chain, compress, islice
 
 from ome_scheduler.backend.cache import SchedulerCache
-from ome_scheduler.framework.equivalence import EntryTable, EquivalenceEntry
+from ome_scheduler.framework.equivalence import FEASIBLE, FEASIBLE_MASK, INFEASIBLE, UNKNOWN, ShapeTable
 from ome_scheduler.framework.interface import CycleState
 from ome_scheduler.framework.runtime import Diagnosis, FitError, Framework
 from ome_scheduler.framework.status import Code, Status
@@ -97,13 +97,20 @@ class GenericScheduler:
             diag.node_to_status.absent = Status.unresolvable(
                 f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(with_nodes))}]"
             )
-        entries: EntryTable | None = None
+        table: ShapeTable | None = None
+        positions: list[int] = []
         if result is None and fw.filters_node_local(state):
             # Only un-narrowed cycles whose Filter plugins are all node-local may share answers
             # with earlier pods of the same shape (framework/equivalence.py).
             version = (self.cache.version, fw.cache_version(state, pi))
-            entries = fw.equivalence.entries(pi.shape, version)
-        feasible = self.find_nodes_that_pass_filters(fw, state, pi, diag, nodes, len(all_nodes), entries)
+            table, fresh = fw.equivalence.table(pi.shape, version, all_nodes, self.cache.change_cursor())
+            if not fresh:
+                table.cursor, changed = self.cache.node_changes(table.cursor)
+                table.forget(changed)
+            positions = self.find_feasible_cached(fw, state, pi, diag, table)
+            feasible: list[NodeInfo] = list(map(all_nodes.__getitem__, positions))
+        else:
+            feasible = self.find_nodes_that_pass_filters(fw, state, pi, diag, nodes, len(all_nodes))
         if not feasible:
             raise FitError(pi, len(all_nodes), diag)
         if len(feasible) == 1 or not fw.has_score_plugins():
@@ -111,8 +118,8 @@ class GenericScheduler:
         pst = fw.run_pre_score(state, pi, feasible)
         if pst is not None:
             raise RuntimeError(pst.message())
-        if entries is not None and fw.scores_node_local(state):
-            totals = fw.run_score_cached(state, pi, feasible, entries)
+        if table is not None and fw.scores_node_local(state):
+            totals = fw.run_score_cached(state, pi, feasible, positions, table)
         else:
             totals = fw.run_score(state, pi, feasible)
         return self.select_host(pi, feasible, totals)
@@ -128,20 +135,15 @@ class GenericScheduler:
         return feasible[best_i].name
 
     def find_nodes_that_pass_filters(
-        self,
-        fw: Framework,
-        state: CycleState,
-        pi: PodInfo,
-        diag: Diagnosis,
-        nodes: Sequence[NodeInfo],
-        num_all: int,
-        entries: EntryTable | None = None,
+        self, fw: Framework, state: CycleState, pi: PodInfo, diag: Diagnosis, nodes: Sequence[NodeInfo], num_all: int
     ) -> list[NodeInfo]:
         """``findNodesThatPassFilters``: up to ``numFeasibleNodesToFind`` feasible nodes.
 
         Rejections go into ``diag`` (each node's status; each distinct plugin/code once in
-        the plugin sets). With ``entries`` a node's Filter answer is reused when its NodeInfo
-        generation is unchanged.
+        the plugin sets).
+
+        Raises:
+            RuntimeError: a Filter plugin returned Error.
         """
         start = time.perf_counter()
         n = len(nodes)
@@ -159,15 +161,7 @@ class GenericScheduler:
         run_filter = fw.run_filter
         for ni in chain(nodes[idx0:], nodes[:idx0]) if idx0 else nodes:
             processed += 1
-            if entries is None:
-                s = run_filter(state, pi, ni)
-            else:
-                e = entries.get(ni.name)
-                if e is not None and e.generation == ni.generation:
-                    s = e.status
-                else:
-                    s = run_filter(state, pi, ni)
-                    entries[ni.name] = EquivalenceEntry(ni.generation, s)
+            s = run_filter(state, pi, ni)
             if s is None:
                 feasible.append(ni)
                 if len(feasible) >= to_find:
@@ -180,9 +174,96 @@ class GenericScheduler:
                         raise RuntimeError(s.message())
                     diag.add_plugin_status(s)
                     last_plugin, last_code = s.plugin, s.code
-        self.next_start_node_index = (self.next_start_node_index + processed) % max(1, num_all)
-        code = "Success" if feasible else "Unschedulable"
-        self.metrics.framework_extension_point_duration.labels("Filter", code, fw.profile_name).observe(
-            time.perf_counter() - start
-        )
+        self._advance(processed, num_all)
+        self._observe_filter(fw, start, bool(feasible))
         return feasible
+
+    def find_feasible_cached(
+        self, fw: Framework, state: CycleState, pi: PodInfo, diag: Diagnosis, table: ShapeTable
+    ) -> list[int]:
+        """:meth:`find_nodes_that_pass_filters` over every node of ``table``, answered from it:
+        the positions (in ``table.nodes``) of up to ``numFeasibleNodesToFind`` feasible nodes,
+        in the order visited from the rotating start index.
+
+        Only nodes the table does not know are filtered (and their answers kept); runs of
+        known nodes are scanned at C speed. When no node is feasible, ``diag`` gets every
+        node's status as the uncached walk would record it.
+
+        Raises:
+            RuntimeError: a Filter plugin returned Error (the answer is not kept).
+        """
+        start = time.perf_counter()
+        nodes = table.nodes
+        n = len(nodes)
+        if n == 0:
+            return []
+        to_find = num_feasible_nodes_to_find(fw.percentage_of_nodes_to_score, n)
+        if not fw.has_score_plugins():
+            to_find = 1
+        st = table.state
+        statuses = table.statuses
+        run_filter = fw.run_filter
+        idx0 = self.next_start_node_index % n
+        found: list[int] = []
+        last = -1
+        for a, b in ((idx0, n), (0, idx0)):
+            i = a
+            while i < b:
+                # Known answers up to the next unknown node are read in one C-speed scan; the
+                # unknown node is filtered and the scan goes on from it.
+                u = st.find(UNKNOWN, i, b)
+                end = b if u < 0 else u
+                if end > i:
+                    need = to_find - len(found)
+                    got = list(islice(compress(range(i, end), st[i:end].translate(FEASIBLE_MASK)), need))
+                    found += got
+                    if len(got) == need:
+                        last = got[-1]
+                        break
+                if u < 0:
+                    break
+                s = run_filter(state, pi, nodes[u])
+                if s is None:
+                    st[u] = FEASIBLE
+                else:
+                    if s.code == Code.ERROR:
+                        raise RuntimeError(s.message())
+                    st[u] = INFEASIBLE
+                    statuses[u] = s
+                i = u
+            if last >= 0:
+                break
+        # Nodes visited: from the start index through the last feasible node needed, or all.
+        processed = n if last < 0 else (last - idx0 if last >= idx0 else n - idx0 + last) + 1
+        if not found:
+            self._diagnose(diag, table, idx0)
+        self._advance(processed, n)
+        self._observe_filter(fw, start, bool(found))
+        return found
+
+    @staticmethod
+    def _diagnose(diag: Diagnosis, table: ShapeTable, idx0: int) -> None:
+        """Fill ``diag`` from ``table`` as the uncached walk from ``idx0`` would have (every
+        node rejected: each node's status; each run's distinct plugin/code once)."""
+        statuses = diag.node_to_status.statuses
+        last_plugin: str | None = None
+        last_code: Code | None = None
+        n = len(table.nodes)
+        for i in chain(range(idx0, n), range(idx0)):
+            s = table.statuses.get(i)
+            if s is None:
+                continue
+            statuses[table.nodes[i].name] = s
+            if s.plugin is not last_plugin or s.code is not last_code:
+                diag.add_plugin_status(s)
+                last_plugin, last_code = s.plugin, s.code
+
+    def _advance(self, processed: int, num_all: int) -> None:
+        """Move the rotating start index past the ``processed`` nodes (``nextStartNodeIndex``)."""
+        self.next_start_node_index = (self.next_start_node_index + processed) % max(1, num_all)
+
+    def _observe_filter(self, fw: Framework, start: float, success: bool) -> None:
+        """``framework_extension_point_duration_seconds{extension_point="Filter"}``."""
+        self.metrics.framework_extension_point_duration.labels(
+            "Filter", "Success" if success else "Unschedulable", fw.profile_name
+        ).observe(time.perf_counter() - start)

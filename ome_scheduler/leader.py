@@ -10,10 +10,21 @@ Mirrors ``k8s.io/client-go/tools/leaderelection/leaderelection.go`` and ``resour
   ``leaseTransitions``; every write is a PUT with the observed ``resourceVersion`` (optimistic
   concurrency: a 409 means somebody else won);
 * renewing: every ``retryPeriod``; if no renewal succeeds for ``renewDeadline`` the leader
-  has lost the lease and the process exits non-zero at once (as kube-scheduler does), so
-  nothing is ever bound by two leaders;
-* releasing on graceful shutdown (``ReleaseOnCancel``): the holder is cleared and the lease
-  duration set to 1 s, so a standby takes over immediately.
+  has lost the lease and the process exits non-zero at once (as kube-scheduler does). A
+  renewal that finds another holder in the Lease ends leadership at once, without waiting
+  out ``renewDeadline`` (client-go would keep polling until then);
+* fencing: :meth:`LeaderElector.renewed_at` (the monotonic time of the last successful
+  renewal, None when not leading) feeds the scheduler's fence (``framework/fence.py``), so
+  nothing is bound once the last renewal is ``renewDeadline`` old, even by a process too
+  stalled to exit;
+* releasing on graceful shutdown (``ReleaseOnCancel``): the renewal loop is stopped and has
+  ended first (as client-go releases only after its renew loop returned), so nothing can
+  take the Lease back; then the holder is cleared and the lease duration set to 1 s, so a
+  standby takes over immediately.
+
+The elector should get a client of its own (``KubeClient.derive``; kube-scheduler builds a
+``leader-election`` client the same way), so Bindings, events and reviews never queue in
+front of a renewal.
 
 Times are seconds. ``leader_election_master_status{name}`` is 1 while leading, 0 otherwise.
 """
@@ -87,6 +98,9 @@ class LeaderElector:
     _observed: LeaseSpec | None = field(default=None, init=False, repr=False)
     _observed_rv: str = field(default="", init=False, repr=False)
     _observed_time: float = field(default=0.0, init=False, repr=False)
+    _released: bool = field(default=False, init=False, repr=False)
+    _renew_scope: anyio.CancelScope | None = field(default=None, init=False, repr=False)
+    _renew_ended: asyncio.Event | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.metrics is not None:
@@ -115,6 +129,16 @@ class LeaderElector:
             renew_time=now,
             lease_transitions=transitions,
         )
+
+    def renewed_at(self) -> float | None:
+        """Monotonic time of the last successful renewal (or acquisition) while leading; None
+        when not leading (never acquired, lost, or released). The fence's input."""
+        return self.last_renew if self.is_leader else None
+
+    def other_holder(self) -> str | None:
+        """The identity of another holder in the last Lease record read, or None."""
+        holder = self._observed.holder_identity if self._observed is not None else None
+        return holder if holder and holder != self.identity else None
 
     async def try_acquire_or_renew(self) -> bool:
         """``tryAcquireOrRenew``: one attempt; True when this candidate holds the lease now."""
@@ -184,7 +208,8 @@ class LeaderElector:
             self.metrics.leader_election_master_status.labels(self.name).set(1 if v else 0)
 
     async def acquire(self) -> None:
-        """Block until this candidate holds the lease."""
+        """Block until this candidate holds the lease (a released candidate may run again)."""
+        self._released = False
         log.info("attempting to acquire leader lease", v=0, lease=f"{self.namespace}/{self.name}")
         while True:
             try:
@@ -202,55 +227,94 @@ class LeaderElector:
             await asyncio.sleep(self.retry_period * (1 + random.random() * (JITTER - 1)))
 
     async def renew_forever(self, on_lost: Callable[[], Awaitable[Any] | None]) -> None:
-        """Renew every ``retry_period``; call ``on_lost`` once renewals fail for ``renew_deadline``."""
+        """Renew every ``retry_period``; call ``on_lost`` once renewals fail for
+        ``renew_deadline``, or at once when a renewal finds another holder. Returns without
+        calling it when :meth:`release` stops the loop."""
+        self._renew_ended = asyncio.Event()
+        try:
+            with anyio.CancelScope() as scope:
+                self._renew_scope = scope
+                if self._released:
+                    return
+                why = await self._renew_until_lost()
+        finally:
+            self._renew_scope = None
+            self._renew_ended.set()
+        if scope.cancel_called or why is None:
+            return  # released: leadership ended on purpose
+        # No stepping down here: another candidate may hold the lease already, so the caller's
+        # on_lost exits the process (as kube-scheduler does) instead of trying to unwind binding
+        # cycles that are in flight; a restart comes back as a candidate with a fresh cache.
+        self._set_leader(False)
+        log.error("leaderelection lost", reason=why, lease=f"{self.namespace}/{self.name}")
+        r = on_lost()
+        if r is not None:
+            await r
+
+    async def _renew_until_lost(self) -> str | None:
+        """client-go's renew loop: every ``retry_period``, retry until a renewal succeeds or
+        ``renew_deadline`` has passed. Returns why leadership is lost, or None once released."""
         while True:
             await asyncio.sleep(self.retry_period)
+            if self._released:
+                return None
             ok = False
-            # client-go's renew loop: retry every retry_period until renew_deadline has passed.
             with anyio.move_on_after(self.renew_deadline):
                 while not ok:
+                    if self._released:
+                        return None
                     try:
                         ok = await self.try_acquire_or_renew()
                     except Exception as exc:
                         log.info("lease renewal attempt failed", v=2, error=repr(exc))
+                    if not ok and (other := self.other_holder()) is not None:
+                        return f"lease is held by {other}"
                     if not ok:
                         await asyncio.sleep(self.retry_period)
             if not ok:
-                # No stepping down here: another candidate may hold the lease already, so the
-                # caller's on_lost exits the process (as kube-scheduler does) instead of trying
-                # to unwind binding cycles that are in flight; a restart comes back as a
-                # candidate with a fresh cache.
-                self._set_leader(False)
-                log.error("failed to renew lease, leaderelection lost", lease=f"{self.namespace}/{self.name}")
-                r = on_lost()
-                if r is not None:
-                    await r
-                return
+                return "failed to renew lease"
 
     async def release(self) -> None:
-        """``ReleaseOnCancel``: clear the holder so a standby takes over at once."""
+        """``ReleaseOnCancel``: stop renewing, then clear the holder so a standby takes over at once.
+
+        Leadership (and so the fence) ends before anything is sent; the renewal loop is
+        cancelled and waited for, so no renewal can follow the release and take the Lease
+        back. A release that meets a concurrent write (409) reads the Lease again.
+        """
+        self._released = True
         if not self.is_leader:
             return
         self._set_leader(False)
-        try:
-            raw = await self.client.get(self.path, priority=PRIORITY_CRITICAL)
-            current = _DEC.decode(raw)
-            if current.spec.holder_identity != self.identity:
-                return  # someone else took it already: never clear another holder's record
-            now = now_micro()
-            # A 1 s duration and no holder: standbys may take over at their next retry instead
-            # of waiting out the full leaseDuration.
-            current.spec = LeaseSpec(
-                holder_identity=None,
-                lease_duration_seconds=1,
-                acquire_time=now,
-                renew_time=now,
-                lease_transitions=current.spec.lease_transitions,
-            )
-            await self.client.put(self.path, current, retries=1, priority=PRIORITY_CRITICAL)
-            log.info("released leader lease", v=0, lease=f"{self.namespace}/{self.name}")
-        except Exception as exc:
-            log.error("failed to release lease", error=repr(exc))
+        if self._renew_scope is not None and self._renew_ended is not None:
+            self._renew_scope.cancel()
+            await self._renew_ended.wait()
+        for _ in range(3):
+            try:
+                raw = await self.client.get(self.path, priority=PRIORITY_CRITICAL)
+                current = _DEC.decode(raw)
+                if current.spec.holder_identity != self.identity:
+                    return  # someone else took it already: never clear another holder's record
+                now = now_micro()
+                # A 1 s duration and no holder: standbys may take over at their next retry
+                # instead of waiting out the full leaseDuration.
+                current.spec = LeaseSpec(
+                    holder_identity=None,
+                    lease_duration_seconds=1,
+                    acquire_time=now,
+                    renew_time=now,
+                    lease_transitions=current.spec.lease_transitions,
+                )
+                await self.client.put(self.path, current, retries=1, priority=PRIORITY_CRITICAL)
+                log.info("released leader lease", v=0, lease=f"{self.namespace}/{self.name}")
+                return
+            except ApiError as exc:
+                if exc.code != 409:
+                    log.error("failed to release lease", error=repr(exc))
+                    return
+            except Exception as exc:
+                log.error("failed to release lease", error=repr(exc))
+                return
+        log.error("failed to release lease: it kept changing", lease=f"{self.namespace}/{self.name}")
 
     def healthy(self, tolerance: float = 20.0) -> bool:
         """The leader-election watchdog: False when leading but not renewed for lease + tolerance."""

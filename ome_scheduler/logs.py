@@ -96,6 +96,15 @@ def _stamp(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[s
     return event
 
 
+def format_line(level: str, msg: str, **kv: Any) -> str:
+    """One log line in the configured format, without structlog (no locks, no verbosity
+    filter): for a thread that must write while the event loop may hold the logging machinery
+    (the loop watchdog). ``level`` is ``"info"``, ``"warning"`` or ``"error"``."""
+    event: MutableMapping[str, Any] = {"event": msg, **kv}
+    render = _render_json if _state.format == "json" else _render_text
+    return render(None, level, event)
+
+
 def configure(level: int = 2, fmt: str = "text") -> None:
     """Set verbosity and format (``text`` or ``json``).
 

@@ -231,6 +231,34 @@ class Metrics:
             ["review"],
             "ALPHA",
         )
+        # The process's health: the event loop (ome_scheduler/watchdog.py) and the informers.
+        self.event_loop_lag = hist(
+            o + "event_loop_lag_seconds",
+            "How late the event loop's periodic heartbeat woke up (sampled every 0.25 s at most); "
+            "a stalled loop shows as one late sample as long as the stall.",
+            [],
+            "ALPHA",
+            _exp(0.001, 2, 16),
+        )
+        self.informer_relists = counter(
+            o + "informer_relists",
+            "Full LISTs an informer made after its first sync (410 Gone, or a failed watch), by resource.",
+            ["resource"],
+            "ALPHA",
+        )
+        self.informer_watch_restarts = counter(
+            o + "informer_watch_restarts",
+            "Watches an informer re-opened without relisting (server timeout, closed or failed watch), by resource.",
+            ["resource"],
+            "ALPHA",
+        )
+        self.podgroup_status_writes = counter(
+            o + "podgroup_status_writes",
+            "Requests the leader sent to keep PodGroup status and its ome.io/ annotations, by kind (status, "
+            "annotations, list) and result (written, unchanged, gone, conflict, ok).",
+            ["kind", "result"],
+            "ALPHA",
+        )
         # Pre-create the known label values so each series is exported as 0 from the start:
         # rate() and absence alerts then work before the first matching event.
         for result in ("pinned", "no_fit", "reserved", "adopted", "stale_replan", "topology_replan"):

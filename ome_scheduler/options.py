@@ -49,7 +49,7 @@ Bool = Annotated[bool | None, BeforeValidator(_bool)]
 
 
 class Options(BaseSettings):
-    """ome-scheduler schedules gangs of pods (kube-scheduler's flags); offline: `snapshot --help`, `simulate --help`."""
+    """ome-scheduler schedules gangs of pods (kube-scheduler's flags); tools: snapshot, simulate, explain (--help)."""
 
     model_config = SettingsConfigDict(
         env_prefix="OME_SCHEDULER_",
@@ -103,6 +103,12 @@ class Options(BaseSettings):
         validation_alias=AliasChoices("pod_max_in_unschedulable_pods_duration"),
         description="How long a pod may stay unschedulable before it is retried anyway (default 5m).",
     )
+    pod_group_status: Bool = Field(
+        default=True,
+        description="The leader keeps PodGroup status (phase, running, succeeded, failed, scheduleStartTime) and "
+        "the ome.io/placement and ome.io/waiting-reason annotations; false when another controller "
+        "(scheduler-plugins') keeps PodGroup status.",
+    )
     authentication_kubeconfig: str | None = Field(
         default=None, description="Accepted for compatibility; the main kubeconfig is used."
     )
@@ -116,7 +122,7 @@ class Options(BaseSettings):
 _GO_FLAG = re.compile(r"^-(-?)([a-z][a-z0-9-]*)(=.*)?$")
 
 
-_BOOL_FLAGS = frozenset({"leader-elect", "profiling"})
+_BOOL_FLAGS = frozenset({"leader-elect", "profiling", "pod-group-status"})
 """Flags that, as pflag booleans, may be given without a value."""
 
 

@@ -10,9 +10,10 @@ Mirrors ``pkg/scheduler/schedule_one.go`` (v1.35.4):
   records the ``Scheduled`` event ``Successfully assigned {ns}/{pod} to {node}`` and runs
   PostBind.
 * :meth:`ScheduleOne.handle_scheduling_failure` records ``FailedScheduling`` with the
-  FitError text, sets ``PodScheduled=False`` (reason ``Unschedulable`` or ``SchedulerError``)
-  and requeues the pod; :meth:`ScheduleOne.handle_binding_cycle_error` first un-reserves the
-  pod and forgets its assumption.
+  FitError text, sets ``PodScheduled=False`` (reason ``Unschedulable`` or ``SchedulerError``),
+  keeps that text as a gang member's last reason for its PodGroup, and requeues the pod;
+  :meth:`ScheduleOne.handle_binding_cycle_error` first un-reserves the pod and forgets its
+  assumption.
 * :meth:`ScheduleOne.handle_cycle_exception`: a scheduling cycle that raised (a bug, or an
   input no plugin guarded against) costs this pod's attempt only: whatever it reserved is
   released, and it fails like an Error status (``Error scheduling pod; retrying``, a
@@ -31,6 +32,7 @@ import anyio
 
 from ome_scheduler.api.core import Pod
 from ome_scheduler.backend.cache import SchedulerCache
+from ome_scheduler.backend.podgroups import PodGroupState
 from ome_scheduler.backend.queue import SchedulingQueue
 from ome_scheduler.framework.events import EVENT_ASSIGNED_POD_DELETE
 from ome_scheduler.framework.interface import CycleState, EventRecorder
@@ -43,6 +45,16 @@ from ome_scheduler.metrics import Metrics
 
 log = get_logger()
 
+NOMINATE_AFTER_S = 1.0
+"""Seconds a pod waits at Permit before its ``nominatedNodeName`` is patched.
+
+Upstream (NominatedNodeNameForExpectation, ``pkg/scheduler/schedule_one.go`` bindingCycle)
+patches before waiting, to tell the cluster autoscaler and other schedulers where a waiting pod
+is about to go, and skips the patch when the pod "will be soon bound anyway". Most gangs finish
+forming within milliseconds of their last member's cycle, so that patch would be one extra
+write per member, as costly to the API server as the Binding that follows; waiting this long
+first keeps it for the waits that last.
+"""
 PLUGIN_METRICS_SAMPLE_PERCENT = 10
 """Share of cycles whose per-plugin durations are observed (kube-scheduler's pluginMetricsSamplePercent)."""
 
@@ -61,6 +73,8 @@ class ScheduleOne:
     pods: Mapping[str, PodInfo]
     recorder: EventRecorder
     metrics: Metrics
+    pod_groups: PodGroupState | None = None
+    """Where a gang member's failure reason is kept for its PodGroup's ``ome.io/waiting-reason``."""
     binding_tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
 
     def __post_init__(self) -> None:
@@ -150,8 +164,11 @@ class ScheduleOne:
         try:
             wp = fw.waiting_pods.get(assumed.pod_key)
             if wp is not None:
-                # NominatedNodeNameForExpectation: show where the waiting pod is about to go.
-                await self.recorder.nominate(q.pod, host, abandon=wp.settled)
+                # NominatedNodeNameForExpectation: show where the waiting pod is about to go,
+                # once it has waited long enough for that to be news (NOMINATE_AFTER_S).
+                await asyncio.wait((wp.settled,), timeout=NOMINATE_AFTER_S)
+                if not wp.settled.done():
+                    await self.recorder.nominate(q.pod, host, abandon=wp.settled)
                 st = await fw.wait_on_permit(assumed)
                 if st is not None:
                     fit_error = None
@@ -284,6 +301,8 @@ class ScheduleOne:
         pod = live.pod if live is not None else pi.pod
         self._failed_scheduling(fw, pod, msg)
         self.recorder.pod_scheduled_false(pod, reason, msg)
+        if pi.gang and self.pod_groups is not None:
+            self.pod_groups.set_reason(pi.gang_key, msg)
 
     def _failed_scheduling(self, fw: Framework, pod: Pod, note: str) -> None:
         """The ``FailedScheduling`` Warning event (action ``Scheduling``) on ``pod``."""

@@ -30,6 +30,7 @@ from ome_scheduler.backend.queue import ProfileQueueing, SchedulingQueue
 from ome_scheduler.config.load import profile_percentage
 from ome_scheduler.config.types import KubeSchedulerConfiguration
 from ome_scheduler.eventhandlers import EventHandlers
+from ome_scheduler.framework.fence import Fence, FencedApiWriter, FencedBinder
 from ome_scheduler.framework.interface import (
     ApiWriter,
     BackgroundTask,
@@ -39,7 +40,7 @@ from ome_scheduler.framework.interface import (
     PodGroupLister,
 )
 from ome_scheduler.framework.runtime import Framework
-from ome_scheduler.framework.types import AffinityTerm, NodeInfo, PodInfo, PodKey, QueuedPodInfo
+from ome_scheduler.framework.types import AffinityTerm, GangKey, GangPlacement, NodeInfo, PodInfo, PodKey, QueuedPodInfo
 from ome_scheduler.framework.waiting_pods import WaitingPod
 from ome_scheduler.logs import get_logger
 from ome_scheduler.metrics import Metrics
@@ -70,7 +71,9 @@ class Scheduler:
     """Owns the backend, the profiles' frameworks, the event handlers and the cycles.
 
     ``clock`` is the queue's monotonic clock in seconds (backoff and the unschedulable flush);
-    ``ome-scheduler simulate`` passes its event loop's simulated time.
+    ``ome-scheduler simulate`` passes its event loop's simulated time. ``fence`` (with leader
+    election) guards every write of the binding cycle and the release of pods allowed at
+    Permit (``framework/fence.py``).
 
     Raises:
         ConfigError: from the constructor, when a profile or plugin argument is invalid.
@@ -85,8 +88,15 @@ class Scheduler:
         recorder: EventRecorder,
         api_writer: ApiWriter | None = None,
         clock: Callable[[], float] = time.monotonic,
+        fence: Fence | None = None,
     ) -> None:
         self.cfg = cfg
+        self.fence = fence
+        if fence is not None:
+            # The one seam for fencing: both write ports of the binding cycle, and (through
+            # FrameworkOptions) the runtime's release of pods allowed at Permit.
+            binder = FencedBinder(binder, fence) if binder is not None else None
+            api_writer = FencedApiWriter(api_writer, fence) if api_writer is not None else None
         self.metrics = metrics
         self.recorder = recorder
         self.cache = SchedulerCache()
@@ -108,6 +118,7 @@ class Scheduler:
                 parallelism=cfg.parallelism,
                 binder=binder,
                 api_writer=api_writer,
+                fence=fence,
             )
             fw = Framework(profile, default_plugins(), registry, self, opts, i)
             fw.percentage_of_nodes_to_score = profile_percentage(cfg, profile)
@@ -141,6 +152,7 @@ class Scheduler:
             pods=self.pods,
             recorder=recorder,
             metrics=metrics,
+            pod_groups=self.pod_group_state,
         )
 
     @classmethod
@@ -209,6 +221,10 @@ class Scheduler:
     def event_recorder(self) -> EventRecorder:
         """The process's event recorder (a discarding one when only checking a configuration)."""
         return self.recorder
+
+    def report_gang_placement(self, gang: GangKey, placement: GangPlacement | None) -> None:
+        """Keep where ``gang`` is in the pod-group state (the leader's status writer publishes it)."""
+        self.pod_group_state.set_placement(gang, placement)
 
     def namespace(self, name: str) -> Namespace | None:
         """A namespace from the informer cache, or None."""

@@ -15,8 +15,9 @@ Mirrors kube-scheduler's secure serving (``cmd/kube-scheduler/app/server.go`` an
 * here, :class:`SecureApp`: authorization is skipped for ``--authorization-always-allow-paths``
   (default ``/healthz``, ``/readyz``, ``/livez``) and the ``system:masters`` group; denied is
   403; ``/healthz`` and ``/livez`` include the leader-election watchdog (fails when this leader
-  has not renewed its lease for lease duration + 20 s); ``/readyz`` fails until the informers
-  have synced and while shutting down.
+  has not renewed its lease for lease duration + 20 s) and the event loop's health (fails for
+  10 s after the loop stalled, ``ome_scheduler/watchdog.py``); ``/readyz`` fails until the
+  informers have synced and while shutting down.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ class HealthState:
         self.synced = False
         self.shutting_down = False
         self.leader_ok: Callable[[], bool] = lambda: True
+        self.loop_problem: Callable[[], str | None] = lambda: None
+        """None while the event loop is healthy, else the stall it had (``LoopWatchdog.problem``)."""
 
 
 class SecureApp:
@@ -103,12 +106,17 @@ class SecureApp:
                 return Response(403, _TEXT, msg.encode() + b"\n")
         if path in ("/healthz", "/livez"):
             # Liveness includes the lease watchdog, so the kubelet restarts a leader stuck
-            # without renewing.
-            if self.health.leader_ok():
-                return Response(200, _TEXT, b"ok")
-            return Response(
-                500, _TEXT, b"[+]ping ok\n[-]leaderElection failed: reason withheld\nhealthz check failed\n"
-            )
+            # without renewing, and the loop's health, so it restarts a loop that keeps stalling.
+            if not self.health.leader_ok():
+                return Response(
+                    500, _TEXT, b"[+]ping ok\n[-]leaderElection failed: reason withheld\nhealthz check failed\n"
+                )
+            stall = self.health.loop_problem()
+            if stall is not None:
+                log.info("liveness check failed", v=2, path=path, reason=stall)
+                body = b"[+]ping ok\n[-]event-loop failed: reason withheld\nhealthz check failed\n"
+                return Response(500, _TEXT, body)
+            return Response(200, _TEXT, b"ok")
         if path == "/readyz":
             if self.health.shutting_down:
                 return Response(500, _TEXT, b"[-]shutdown failed: reason withheld\nreadyz check failed\n")

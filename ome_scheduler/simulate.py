@@ -224,12 +224,17 @@ class MemoryBinder:
         """``namespace/name`` -> node, in bind order."""
         self.in_flight = 0
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
-        """Record the binding and schedule its informer confirmation.
+    async def bind(
+        self, namespace: str, name: str, uid: str, node: str, *, guard: Callable[[], None] | None = None
+    ) -> None:
+        """Record the binding and schedule its informer confirmation (``guard`` is called first,
+        as a real client calls it before sending).
 
         Raises:
             RuntimeError: the pod is gone or was re-created (the API server's 404/409).
         """
+        if guard is not None:
+            guard()
         key = f"{namespace}/{name}"
         pi = self.sim.scheduler.pods.get(key)
         if pi is None or pi.uid != uid:
@@ -416,6 +421,11 @@ class Simulation:
         self._start = 0.0
 
     # ---- replay ------------------------------------------------------------------------
+
+    def replay(self) -> None:
+        """Feed the snapshot through the informer event handlers, as the informers' first lists
+        would (``ome-scheduler explain`` builds its offline engine this way)."""
+        self._replay_snapshot()
 
     def _replay_snapshot(self) -> None:
         """The informers' initial lists: namespaces, nodes, storage, PodGroups, then pods

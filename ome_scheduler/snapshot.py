@@ -29,6 +29,7 @@ from typing import Any
 
 import msgspec
 
+from ome_scheduler.api.scheduling import ANN_PLACEMENT_DOMAIN, ANN_WAITING_REASON
 from ome_scheduler.api.snapshot import ClusterSnapshot, SnapshotMeta, encode_snapshot
 from ome_scheduler.app import INFORMERS
 from ome_scheduler.kube.client import TRANSPORT_ERRORS, ApiError, KubeClient
@@ -195,8 +196,15 @@ class Anonymizer:
         self._meta(ns["metadata"], "ns")
 
     def pod_group(self, pg: dict[str, Any]) -> None:
-        """A PodGroup: name, namespace, labels; its annotations (label keys) are kept."""
+        """A PodGroup: name, namespace, labels; its annotations (label keys) are kept, except the
+        scheduler's waiting reason (it names pods and gangs), and the placement domain becomes a
+        placeholder like the label value it is; ``status.occupiedBy`` (owner names) is dropped."""
         self._meta(pg["metadata"], "gang", keep_annotations=True)
+        ann = pg["metadata"].get("annotations", {})
+        ann.pop(ANN_WAITING_REASON, None)
+        if ann.get(ANN_PLACEMENT_DOMAIN):
+            ann[ANN_PLACEMENT_DOMAIN] = self.value(ann[ANN_PLACEMENT_DOMAIN])
+        pg.get("status", {}).pop("occupiedBy", None)
 
     def storage_class(self, sc: dict[str, Any]) -> None:
         """A StorageClass: name and allowed topology values."""
@@ -309,12 +317,13 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-async def _take(args: argparse.Namespace) -> ClusterSnapshot | str:
-    """The snapshot, or the error line to print."""
+async def take(kubeconfig: str | None, master: str | None) -> ClusterSnapshot | str:
+    """Connect with ``kubeconfig`` (``master`` overrides its server) and take a snapshot; a
+    string is the error line to print (credentials, or the cluster could not be listed)."""
     try:
-        client = await KubeClient.connect(args.kubeconfig, qps=50.0, burst=100, master=args.master)
+        client = await KubeClient.connect(kubeconfig, qps=50.0, burst=100, master=master)
     except Exception as exc:
-        return credentials_error(args.kubeconfig, args.master, exc)
+        return credentials_error(kubeconfig, master, exc)
     try:
         return await take_snapshot(client)
     except (*TRANSPORT_ERRORS, ApiError) as exc:
@@ -326,7 +335,7 @@ async def _take(args: argparse.Namespace) -> ClusterSnapshot | str:
 def main(argv: Sequence[str]) -> int:
     """Run ``ome-scheduler snapshot``; returns the exit status."""
     args = parser().parse_args(list(argv))
-    snap = asyncio.run(_take(args))
+    snap = asyncio.run(take(args.kubeconfig, args.master))
     if isinstance(snap, str):
         sys.stderr.write(f"Error: {snap}\n")
         return 1

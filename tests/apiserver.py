@@ -14,7 +14,11 @@ and error decoding) runs for real:
   missing);
 * pod status PATCHes: recorded, answered ``{}``; pod Binding POSTs: answered 201 ``Success``;
 * collections put in ``lists`` (path -> objects): paged GETs honouring ``limit`` and
-  ``continue`` (the token is the next offset), every page with ``metadata.resourceVersion``.
+  ``continue`` (the token is the next offset), every page with ``metadata.resourceVersion``;
+* ``scheduling.x-k8s.io/v1alpha1`` PodGroups in ``pod_groups``: GET, PUT of the ``status``
+  subresource guarded by ``metadata.resourceVersion`` (409 on a stale one; only ``status`` is
+  taken, as the CRD status strategy does) and JSON merge PATCH of the object (a
+  ``metadata.uid`` in the patch is a precondition: 409 when it differs).
 
 Every request is appended to ``requests`` in arrival order (with its monotonic arrival time). ``fail()`` queues error answers,
 ``hold()`` parks matching requests until released, ``after_get`` runs once after a GET is
@@ -46,6 +50,7 @@ _EVENT = re.compile(r"^/apis/events\.k8s\.io/v1/namespaces/([^/]+)/events(?:/([^
 _POD_STATUS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/status$")
 _BINDING = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/binding$")
 _POD = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)$")
+_PODGROUP = re.compile(r"^/apis/scheduling\.x-k8s\.io/v1alpha1/namespaces/([^/]+)/podgroups/([^/]+?)(/status)?$")
 
 
 @dataclass
@@ -108,6 +113,7 @@ class FakeApiServer:
         self.leases: dict[str, dict[str, Any]] = {}  # "ns/name" -> Lease
         self.events: dict[str, dict[str, Any]] = {}  # "ns/name" -> Event
         self.pods: dict[str, dict[str, Any]] = {}  # "ns/name" -> Pod (for Bindings)
+        self.pod_groups: dict[str, dict[str, Any]] = {}  # "ns/name" -> PodGroup
         self.lose_binding_responses = 0
         """Apply the next N Bindings but answer 500, as if the response was lost on the way."""
         self.users: dict[str, dict[str, Any]] = {}  # bearer token -> TokenReview status.user
@@ -186,6 +192,17 @@ class FakeApiServer:
     def lease(self, namespace: str, name: str) -> dict[str, Any]:
         return self.leases[f"{namespace}/{name}"]
 
+    def put_pod_group(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Store a PodGroup as another client would write it (a new resourceVersion, a UID kept
+        or made); returns the stored object."""
+        md = obj["metadata"]
+        key = f"{md['namespace']}/{md['name']}"
+        old = self.pod_groups.get(key)
+        uid = md.get("uid") or (old["metadata"]["uid"] if old else f"pg-uid-{next(self._uid)}")
+        stored = merge_patch(obj, {"metadata": {"uid": uid, "resourceVersion": self.next_rv()}})
+        self.pod_groups[key] = stored
+        return stored
+
     # ---- serving -------------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
@@ -226,6 +243,8 @@ class FakeApiServer:
             end = start + int(req.query.get("limit") or len(items) or 1)
             md = {"resourceVersion": "7", **({"continue": str(end)} if end < len(items) else {})}
             return web.json_response({"kind": "List", "metadata": md, "items": items[start:end]})
+        if m := _PODGROUP.match(req.path):
+            return self._pod_group(req, m.group(1), m.group(2), bool(m.group(3)))
         if m := _BINDING.match(req.path):
             return self._binding(req, m.group(1), m.group(2))
         if (m := _POD.match(req.path)) and req.method == "GET":
@@ -295,6 +314,30 @@ class FakeApiServer:
                 )
             obj = self.put_lease(ns, name, req.body.get("spec", {}), **_user_metadata(req.body))
             return web.json_response(obj)
+        return status(405, "MethodNotAllowed", req.method)
+
+    def _pod_group(self, req: Request, ns: str, name: str, sub: bool) -> web.Response:
+        old = self.pod_groups.get(f"{ns}/{name}")
+        if old is None:
+            return status(404, "NotFound", f'podgroups.scheduling.x-k8s.io "{name}" not found')
+        conflict = status(
+            409,
+            "Conflict",
+            f'Operation cannot be fulfilled on podgroups.scheduling.x-k8s.io "{name}": the object has been '
+            "modified; please apply your changes to the latest version and try again",
+        )
+        if req.method == "GET" and not sub:
+            return web.json_response(old)
+        if req.method == "PUT" and sub:
+            rv = req.body.get("metadata", {}).get("resourceVersion", "")
+            if rv != old["metadata"]["resourceVersion"]:
+                return conflict
+            return web.json_response(self.put_pod_group({**old, "status": req.body.get("status", {})}))
+        if req.method == "PATCH" and not sub:
+            uid = (req.body.get("metadata") or {}).get("uid")
+            if uid and uid != old["metadata"]["uid"]:
+                return conflict
+            return web.json_response(self.put_pod_group(merge_patch(old, req.body)))
         return status(405, "MethodNotAllowed", req.method)
 
     def _event(self, req: Request, ns: str, name: str | None) -> web.Response:

@@ -70,6 +70,7 @@ class FakeHandle:
         self.listeners: list[Callable[[PodGroup | None, PodGroup | None], None]] = []
         self.node_listeners: list[Callable[[Node | None, Node | None], None]] = []
         self.events: list[tuple[str, str, str, str]] = []
+        self.placements: dict[str, Any] = {}
 
     # setup helpers
     def add_node(self, node: Node, pods: Sequence[Pod] = ()) -> NodeInfo:
@@ -140,6 +141,9 @@ class FakeHandle:
 
     def event(self, obj: Any, *, controller: str, type_: str, reason: str, action: str, note: str) -> None:
         self.events.append((obj.metadata.name, type_, reason, note))
+
+    def report_gang_placement(self, gang: GangKey, placement: Any) -> None:
+        self.placements[gang] = placement
 
     def activate(self, pods: Iterable[Pod]) -> None:
         self.activated.append(sorted(p.metadata.name for p in pods))

@@ -476,7 +476,9 @@ SCHEDULER_RULES = [
         "verbs": ["list", "watch", "patch"],
     },
     {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": ["list", "watch"]},
-    {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups"], "verbs": ["get", "list", "watch", "patch"]},
+    # The leader keeps PodGroup status and its ome.io/ placement annotations (issue 15).
+    {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups/status"], "verbs": ["update"]},
     {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
     {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
@@ -531,7 +533,7 @@ def test_every_rbac_rule_says_why() -> None:
         for i in rule_lines:
             assert lines[i - 1].lstrip().startswith("#"), f"rule without a comment: {lines[i]!r} in\n{doc}"
     rare = rarely_used(text)
-    assert set(rare) == {Permission("get", "pods")}
+    assert set(rare) == {Permission("get", "pods"), Permission("get", "podgroups.scheduling.x-k8s.io")}
     granted = set().union(*(rule_permissions(r) for r in SCHEDULER_RULES))
     assert set(rare) <= granted
     assert all(len(why) > 40 for why in rare.values())

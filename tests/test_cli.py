@@ -190,6 +190,14 @@ def test_bare_boolean_flags_mean_true() -> None:
     assert parse(["--leader-elect=false"]).leader_elect is False
 
 
+def test_pod_group_status_is_on_unless_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert parse([]).pod_group_status is True
+    assert parse(["--pod-group-status"]).pod_group_status is True
+    assert parse(["--pod-group-status=false"]).pod_group_status is False
+    monkeypatch.setenv("OME_SCHEDULER_POD_GROUP_STATUS", "false")
+    assert parse([]).pod_group_status is False
+
+
 def test_a_busy_secure_port_is_a_clear_error() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

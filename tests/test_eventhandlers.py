@@ -14,12 +14,15 @@ import asyncio
 import json
 from typing import Any, cast
 
+import msgspec
+
 from ome_scheduler.app import INFORMERS, build_informer
 from ome_scheduler.config.load import parse_config
 from ome_scheduler.kube.client import KubeClient
 from ome_scheduler.kube.informer import Informer
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.scheduler import Scheduler
+from tests.builders import make_node, make_pod, make_pod_group
 from tests.plugins_env import chart_config
 
 
@@ -261,3 +264,32 @@ def test_a_failing_update_of_an_assumed_pod_leaves_its_binding_cycle_alone() -> 
     s.cache.assume_pod(pi.with_node("n1"), "n1")
     pods._handle_line(line("MODIFIED", raw_pod("p", "1K", rv="2")))
     assert pods.failed and ev.events == [] and s.cache.is_assumed(pi.pod_key)
+
+
+def test_a_gang_member_another_scheduler_serves_wakes_the_members_waiting_for_it() -> None:
+    """The member of ours failed with "waiting for all PodGroup member templates"; the sibling
+    that completes the gang names another scheduler, so no cycle of ours runs for it: its
+    arrival (or its joining the gang by a label change) alone must move the waiting member out
+    of the unschedulable pods, not the 5-minute flush. Pods of other gangs stay put."""
+    for joins_by_label in (False, True):
+        s, ev = scheduler()
+        s.handlers.on_node_add(make_node("n1", {"rack": "r1"}))
+        s.handlers.on_node_add(make_node("n2", {"rack": "r1"}))
+        for g in ("g", "other"):
+            s.handlers.on_pod_group_add(make_pod_group(g, min_member=2, topology_key="rack"))
+            s.handlers.on_pod_add(make_pod(f"{g}-0", gang=g))
+            asyncio.run(one_cycle(s))
+        assert ev.events[-1][3].startswith(
+            "0/2 nodes are available: waiting for all PodGroup member templates for ns/other."
+        )
+        assert s.queue.pending()["unschedulable"] == 2
+        sibling = make_pod("g-1", gang=None if joins_by_label else "g", spec={"schedulerName": "someone-else"})
+        s.handlers.on_pod_add(sibling)
+        if joins_by_label:
+            assert s.queue.pending()["unschedulable"] == 2  # not a member yet
+            labels = {**sibling.metadata.labels, "scheduling.x-k8s.io/pod-group": "g"}
+            joined = msgspec.structs.replace(sibling, metadata=msgspec.structs.replace(sibling.metadata, labels=labels))
+            s.handlers.on_pod_update(sibling, joined)
+        pending = s.queue.pending()
+        assert pending["unschedulable"] == 1 and pending["active"] + pending["backoff"] == 1, pending
+        assert s.queue.contains(s.pods["ns/g-0"].pod_key)

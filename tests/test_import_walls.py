@@ -61,7 +61,7 @@ WALLS: tuple[tuple[str, str, str], ...] = (
     *(
         (engine, tool, "the engine knows nothing of the offline tools")
         for engine in ("framework", "plugins", "backend", "scheduler", "schedule_one", "eventhandlers", "app")
-        for tool in ("snapshot", "simulate", "simreport", "domainmap")
+        for tool in ("snapshot", "simulate", "simreport", "domainmap", "explain")
     ),
 )
 # Rooms an ``api`` module may still import (the ``("api", "")`` wall forbids everything else).

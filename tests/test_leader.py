@@ -305,3 +305,69 @@ def test_writes_keep_the_lease_labels_and_annotations() -> None:
         assert api.lease(NS, NAME)["metadata"]["labels"] == {"app.kubernetes.io/name": "ome-scheduler"}
 
     run(main)
+
+
+def test_a_renewal_that_finds_another_holder_gives_up_at_once() -> None:
+    """No waiting out renewDeadline once the Lease names someone else: that holder may be
+    scheduling already."""
+
+    async def main(api: FakeApiServer) -> None:
+        a = elector(api, "a", renew_deadline=5.0)
+        await a.acquire()
+        assert a.renewed_at() == a.last_renew
+        api.put_lease(NS, NAME, held_by("b", transitions=1))
+        lost: list[float] = []
+        t0 = time.monotonic()
+        await asyncio.wait_for(a.renew_forever(lambda: lost.append(time.monotonic() - t0)), 5)
+        assert len(lost) == 1 and lost[0] < 1.0, lost  # one retry period, not the 5 s deadline
+        assert not a.is_leader and a.renewed_at() is None
+        assert api.lease(NS, NAME)["spec"]["holderIdentity"] == "b"
+        assert len(api.sent("PUT")) == 0
+
+    run(main)
+
+
+def test_nothing_takes_the_lease_back_after_release() -> None:
+    """client-go releases only after its renew loop returned; here release() stops the loop and
+    waits for it, so no renewal follows the release, even one that was in flight."""
+
+    async def main(api: FakeApiServer) -> None:
+        a = elector(api, "a", retry_period=0.05)
+        await a.acquire()
+        lost: list[bool] = []
+        renewing = asyncio.create_task(a.renew_forever(lambda: lost.append(True)))
+        await asyncio.sleep(0.2)
+        assert len(api.sent("PUT")) >= 2
+        held = api.hold("GET", LEASE)  # the next renewal's read is on the wire when release() starts
+        await asyncio.wait_for(held.arrived.wait(), 5)
+        puts_before = len(api.sent("PUT"))
+        releasing = asyncio.create_task(a.release())
+        await asyncio.sleep(0.05)
+        assert a.renewed_at() is None, "leadership (and so the fence) ends before anything is sent"
+        held.release.set()
+        await asyncio.wait_for(releasing, 5)
+        await asyncio.wait_for(renewing, 5)
+        assert not lost, "a release is not a lost lease"
+        released = api.lease(NS, NAME)["spec"]
+        assert not released.get("holderIdentity") and released["leaseDurationSeconds"] == 1
+        await asyncio.sleep(0.3)  # six retry periods
+        assert len(api.sent("PUT")) == puts_before + 1, "the release was the last write"
+        assert api.lease(NS, NAME)["spec"] == released
+
+    run(main)
+
+
+def test_a_release_that_meets_a_concurrent_write_reads_the_lease_again() -> None:
+    async def main(api: FakeApiServer) -> None:
+        a = elector(api, "a")
+        await a.acquire()
+
+        def touched_by_an_earlier_renewal() -> None:  # our own record, written once more
+            api.put_lease(NS, NAME, dict(api.lease(NS, NAME)["spec"]))
+
+        api.after_get = touched_by_an_earlier_renewal
+        await a.release()
+        assert [r.method for r in api.requests[-4:]] == ["GET", "PUT", "GET", "PUT"]
+        assert not api.lease(NS, NAME)["spec"].get("holderIdentity")
+
+    run(main)

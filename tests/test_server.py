@@ -264,6 +264,27 @@ def test_healthz_and_livez_reflect_the_leader_election_watchdog() -> None:
     run(main)
 
 
+def test_healthz_and_livez_fail_after_an_event_loop_stall() -> None:
+    """The endpoint runs on the loop it reports on: it answers once the stall is over, with the
+    stall the watchdog recorded (``LoopWatchdog.problem``); /readyz is not affected."""
+
+    async def main(s: Served) -> None:
+        s.health.synced = True
+        problem: list[str | None] = [None]
+        s.health.loop_problem = lambda: problem[0]
+        assert (await s.get("/livez"))[0] == 200
+        problem[0] = "event loop stalled for 3.1s, 0.2s ago"
+        for path in ("/healthz", "/livez"):
+            status, _, body = await s.get(path)
+            assert status == 500, path
+            assert body == b"[+]ping ok\n[-]event-loop failed: reason withheld\nhealthz check failed\n"
+        assert (await s.get("/readyz"))[0] == 200
+        problem[0] = None
+        assert (await s.get("/healthz"))[0] == 200
+
+    run(main)
+
+
 def test_review_failure_is_500_not_a_decision() -> None:
     async def main(s: Served) -> None:
         s.api.fail("POST", TOKENREVIEWS, 403)

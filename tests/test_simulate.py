@@ -123,6 +123,25 @@ def test_a_gang_that_cannot_complete_waits_at_permit_holding_its_domain() -> Non
     assert g.events == [f"Pinned: pinned to {DK}=a (3 members of room for 3), holding it"]
 
 
+def test_a_member_is_nominated_only_once_it_has_waited_at_permit_for_a_second() -> None:
+    """NominatedNodeNameForExpectation with NOMINATE_AFTER_S: a gang that forms at once costs
+    no nominatedNodeName patch; a member still waiting after a second shows where it goes."""
+    cfg = parse_config(chart_config())
+    quick = Simulation(cfg, snap(nodes({"a": 3})), typed(gang("q", 3)), settle_seconds=5)
+    r = quick.run()
+    assert {p.status for p in r.pods} == {"bound"}
+    assert all(n.nominated == "" for n in quick.recorder.notes.values()) and len(quick.recorder.notes) == 3
+
+    for settle, nominated in ((0.0, False), (1.5, True)):
+        sim = Simulation(cfg, snap(nodes({"a": 3})), typed(gang("w", 3, held=True)), settle_seconds=settle)
+        pods = by_name(sim.run())
+        for i in range(2):
+            assert pods[f"w-{i}"].status == "waiting"
+            notes = sim.recorder.notes.get(f"{NS}/w-{i}")
+            got = notes.nominated if notes is not None else ""
+            assert (got == pods[f"w-{i}"].node) if nominated else (got == ""), (settle, i, got)
+
+
 def test_a_gated_member_keeps_its_gang_from_holding() -> None:
     r = run(snap(nodes({"a": 3})), gang("g", 3, gated=True))
     pods = by_name(r)

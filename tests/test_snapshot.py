@@ -13,7 +13,7 @@ import pytest
 
 from e2e.manifests import HOSTNAME, chart_config, node, pod, pod_group
 from ome_scheduler.api.core import Namespace, Node, Pod
-from ome_scheduler.api.scheduling import PodGroup
+from ome_scheduler.api.scheduling import PodGroup, PodGroupStatus
 from ome_scheduler.api.snapshot import (
     ClusterSnapshot,
     SnapshotError,
@@ -106,6 +106,20 @@ def test_manifests_accept_lists_documents_and_numeric_quantities(tmp_path: Path)
 
 def test_anonymize_replaces_names_consistently_and_keeps_semantics() -> None:
     s = sample()
+    # The leader's status annotations and another controller's occupiedBy name things too.
+    pg0 = s.pod_groups[0]
+    ann = {
+        **pg0.metadata.annotations,
+        "ome.io/placement": "Bound",
+        "ome.io/placement-domain": "b",
+        "ome.io/placement-topology-key": DK,
+        "ome.io/waiting-reason": "0/6 nodes are available: waiting for all PodGroup member templates for team/g.",
+    }
+    s.pod_groups[0] = msgspec.structs.replace(
+        pg0,
+        metadata=msgspec.structs.replace(pg0.metadata, annotations=ann),
+        status=PodGroupStatus(phase="Scheduling", occupied_by="team/solo"),
+    )
     a = Anonymizer().snapshot(s)
     assert a.metadata.anonymized and a.metadata.server == ""
     names = {n.metadata.name for n in a.nodes}
@@ -117,7 +131,14 @@ def test_anonymize_replaces_names_consistently_and_keeps_semantics() -> None:
     assert m0.spec.node_name in names
     pg = a.pod_groups[0]
     assert m0.metadata.labels["scheduling.x-k8s.io/pod-group"] == pg.metadata.name
-    assert pg.metadata.annotations == {"ome.io/topology-key": DK}  # a label key, kept
+    domain_b = next(n.metadata.labels[DK] for n in a.nodes if n.metadata.name == m0.spec.node_name)
+    assert pg.metadata.annotations == {  # label keys kept, the domain a placeholder, the reason dropped
+        "ome.io/topology-key": DK,
+        "ome.io/placement": "Bound",
+        "ome.io/placement-domain": domain_b,
+        "ome.io/placement-topology-key": DK,
+    }
+    assert pg.status == PodGroupStatus(phase="Scheduling")
     aff = m0.spec.affinity
     assert aff is not None and aff.pod_anti_affinity is not None
     sel = aff.pod_anti_affinity.required_during_scheduling_ignored_during_execution[0].label_selector

@@ -247,6 +247,10 @@ class SchedulerCache:
             del log[:drop]
             self._change_base += drop
 
+    def change_cursor(self) -> int:
+        """The change feed's current position (pass it to :meth:`node_changes` later)."""
+        return self._change_base + len(self._change_log)
+
     def node_changes(self, cursor: int) -> tuple[int, set[str] | None]:
         """Nodes changed (pods added or removed, node added, updated or deleted) since ``cursor``.
 

@@ -15,6 +15,12 @@ the Handle exposes:
 Plugins that must react to PodGroup changes beyond the queueing hints (waking members in
 backoff, re-evaluating members waiting at Permit) subscribe with :meth:`subscribe`; the event
 handlers call :meth:`notify` after the queue has seen the event.
+
+It also keeps what users are told about each gang (``podgroupstatus.py`` writes it): the
+placement OMEGangPack reported (:meth:`set_placement`), the last reason a member could not be
+scheduled (:meth:`set_reason`, from the scheduling cycle), and which gangs changed since the
+status writer last looked (:meth:`take_changed`: every PodGroup, member or report change marks
+its gang; a set add, so the hot path pays nothing more).
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from collections.abc import Callable
 
 from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.backend.cache import SchedulerCache
-from ome_scheduler.framework.types import GangKey, NodeInfo, PodInfo, gang_key
+from ome_scheduler.framework.types import GangKey, GangPlacement, NodeInfo, PodInfo, gang_key
 
 PodGroupListener = Callable[[PodGroup | None, PodGroup | None], None]
 """``(old, new)``: ``old`` None on add, ``new`` None on delete."""
@@ -39,6 +45,13 @@ class PodGroupState:
         self._members: dict[GangKey, dict[str, PodInfo]] = {}
         self._gang_of_pod: dict[str, GangKey] = {}
         self._listeners: list[PodGroupListener] = []
+        self._placements: dict[GangKey, GangPlacement | None] = {}
+        """Gang -> its last reported placement (None: released since; absent: never reported)."""
+        self._reasons: dict[GangKey, str] = {}
+        self._changed: set[GangKey] = set()
+        self._shrunk: set[GangKey] = set()
+        """Gangs that lost a member since :meth:`take_shrunk` (it may have finished: Succeeded and
+        Failed pods leave the pod informer, whose field selector drops them)."""
 
     # ---- writes (informer event handlers) ------------------------------------------------
 
@@ -47,12 +60,17 @@ class PodGroupState:
         key = gang_key(pg.metadata.namespace, pg.metadata.name)
         self._groups[key] = pg
         self._invalid.pop(key, None)
+        self._changed.add(key)
 
     def delete(self, pg: PodGroup) -> None:
         """A PodGroup was deleted."""
         key = gang_key(pg.metadata.namespace, pg.metadata.name)
         self._groups.pop(key, None)
         self._invalid.pop(key, None)
+        self._placements.pop(key, None)
+        self._reasons.pop(key, None)
+        self._changed.discard(key)
+        self._shrunk.discard(key)
 
     def set_invalid(self, namespace: str, name: str, error: str) -> None:
         """A PodGroup exists but cannot be decoded: remember why. (The informer then deletes its
@@ -69,6 +87,7 @@ class PodGroupState:
         if pi.gang:
             self._members.setdefault(pi.gang_key, {})[pi.key] = pi
             self._gang_of_pod[pi.key] = pi.gang_key
+            self._changed.add(pi.gang_key)
         else:
             self._gang_of_pod.pop(pi.key, None)
 
@@ -85,6 +104,11 @@ class PodGroupState:
             members.pop(key, None)
             if not members:
                 del self._members[gang]
+        self._changed.add(gang)
+        self._shrunk.add(gang)
+        if gang not in self._members and gang not in self._groups:
+            self._reasons.pop(gang, None)  # neither PodGroup nor member left: nothing to tell
+            self._placements.pop(gang, None)
 
     def subscribe(self, listener: PodGroupListener) -> None:
         """Call ``listener(old, new)`` after every PodGroup add, update and delete."""
@@ -94,6 +118,51 @@ class PodGroupState:
         """Tell the subscribers about one PodGroup change, in subscription order."""
         for listener in self._listeners:
             listener(old, new)
+
+    # ---- what users are told (the status writer reads it) -----------------------------------
+
+    def set_placement(self, gang: GangKey, placement: GangPlacement | None) -> None:
+        """OMEGangPack's report of where ``gang`` is (None: its pin was released). A ``Bound``
+        placement ends the waiting: the gang's last failure reason is dropped."""
+        if self._placements.get(gang, False) == placement:
+            return
+        self._placements[gang] = placement
+        if placement is not None and placement.state == "Bound":
+            self._reasons.pop(gang, None)
+        self._changed.add(gang)
+
+    def placement(self, gang: GangKey) -> tuple[bool, GangPlacement | None]:
+        """(whether a placement was ever reported since this process started, the last one)."""
+        if gang not in self._placements:
+            return False, None
+        return True, self._placements[gang]
+
+    def set_reason(self, gang: GangKey, reason: str) -> None:
+        """A member of ``gang`` could not be scheduled: ``reason`` is its ``FailedScheduling`` note."""
+        if self._reasons.get(gang) != reason and (gang in self._members or gang in self._groups):
+            self._reasons[gang] = reason
+            self._changed.add(gang)
+
+    def reason(self, gang: GangKey) -> str | None:
+        """The last reason a member of ``gang`` could not be scheduled (None: none since it bound
+        or since this process started)."""
+        return self._reasons.get(gang)
+
+    def take_changed(self) -> set[GangKey]:
+        """The gangs changed since the last call (PodGroup, member or report), and forget them."""
+        out, self._changed = self._changed, set()
+        return out
+
+    def take_shrunk(self, gang: GangKey) -> bool:
+        """Whether ``gang`` lost a member since the last call for it (and forget it)."""
+        if gang in self._shrunk:
+            self._shrunk.discard(gang)
+            return True
+        return False
+
+    def gang_keys(self) -> list[GangKey]:
+        """Every PodGroup's gang key."""
+        return list(self._groups)
 
     # ---- reads (PodGroupLister) ------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ome_scheduler.framework.events import ClusterEventWithHint
 from ome_scheduler.framework.status import Status
-from ome_scheduler.framework.types import AffinityTerm, GangKey, NodeInfo, PodInfo, PodKey, QueuedPodInfo
+from ome_scheduler.framework.types import AffinityTerm, GangKey, GangPlacement, NodeInfo, PodInfo, PodKey, QueuedPodInfo
 
 if TYPE_CHECKING:
     from ome_scheduler.api.core import Namespace, Node, Pod
@@ -148,6 +148,12 @@ class Handle(Protocol):
 
     def event_recorder(self) -> EventRecorder:
         """Where plugins record events (``framework.Handle.EventRecorder``)."""
+        ...
+
+    def report_gang_placement(self, gang: GangKey, placement: GangPlacement | None) -> None:
+        """Tell users where ``gang`` is now: pinned (holding or not) or bound in a domain, or
+        nowhere (None: its pin was released). Kept in the pod-group state; the leader writes it
+        to the PodGroup in the background (``ome.io/placement*`` annotations), never in the cycle."""
         ...
 
     def namespace(self, name: str) -> Namespace | None:
@@ -401,8 +407,15 @@ class EventRecorder(Protocol):
 class Binder(Protocol):
     """The port DefaultBinder binds through (``kube.client.KubeClient`` in production)."""
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
-        """POST ``pods/{name}/binding`` to ``node``; raises on any API failure."""
+    async def bind(
+        self, namespace: str, name: str, uid: str, node: str, *, guard: Callable[[], None] | None = None
+    ) -> None:
+        """POST ``pods/{name}/binding`` to ``node``; raises on any API failure.
+
+        ``guard``, when given, is called right before each attempt (retries included) is
+        sent; whatever it raises aborts the bind unsent and propagates (the fence,
+        ``framework/fence.py``).
+        """
         ...
 
 
@@ -410,7 +423,16 @@ class ApiWriter(Protocol):
     """The port VolumeBinding's PreBind patches PersistentVolumes and claims through."""
 
     async def patch(self, path: str, body: Any, content_type: str = ..., **kw: Any) -> bytes:
-        """JSON merge PATCH of ``path``; raises on API errors."""
+        """JSON merge PATCH of ``path``; raises on API errors. ``guard=`` in ``kw`` works as
+        :meth:`Binder.bind`'s."""
+        ...
+
+
+class WriteFence(Protocol):
+    """What the framework runtime asks of the fence (``framework.fence.Fence``)."""
+
+    def reason(self) -> str | None:
+        """None while this process may send scheduling decisions, else why not."""
         ...
 
 
@@ -419,7 +441,9 @@ class FrameworkOptions:
     """What plugin constructors may read besides their own arguments and the Handle.
 
     ``binder`` and ``api_writer`` are None when plugins are built only to validate a
-    configuration (``ome-scheduler`` checks every profile before it connects).
+    configuration (``ome-scheduler`` checks every profile before it connects). ``fence`` is
+    consulted by the runtime before a pod allowed at Permit proceeds to binding (None: no
+    leader election, nothing to fence); the write ports come already fenced.
     """
 
     scheduler_name: str
@@ -427,6 +451,7 @@ class FrameworkOptions:
     parallelism: int = 16
     binder: Binder | None = None
     api_writer: ApiWriter | None = None
+    fence: WriteFence | None = None
 
 
 PluginFactory = Callable[[Any, Handle, FrameworkOptions], Plugin]

@@ -13,11 +13,13 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import add
 from typing import Any, TypeVar
 
 from ome_scheduler.config.errors import ConfigError
 from ome_scheduler.config.types import PluginRef, Plugins, PluginSet, Profile
-from ome_scheduler.framework.equivalence import EntryTable, EquivalenceCache, EquivalenceEntry
+from ome_scheduler.framework.equivalence import EquivalenceCache, ShapeTable
 from ome_scheduler.framework.events import ClusterEvent, ClusterEventWithHint
 from ome_scheduler.framework.interface import (
     MAX_NODE_SCORE,
@@ -177,6 +179,7 @@ class Framework:
         self.metrics = options.metrics
         self.handle = handle
         self.waiting_pods = WaitingPodsMap()
+        self.fence = options.fence
         self.equivalence = EquivalenceCache()
         self._point_children: dict[tuple[str, str], Any] = {}
         plugins = merge_plugins(default_plugins.model_copy(deep=True), profile.plugins)
@@ -478,59 +481,55 @@ class Framework:
         return tuple(pl.cache_token(state, pod) for pl in self._token_plugins)
 
     def run_score_cached(
-        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo], entries: EntryTable
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo], positions: Sequence[int], table: ShapeTable
     ) -> list[int]:
-        """``run_score`` reusing scores cached per node (node-local plugins only).
+        """``run_score`` reusing scores kept in ``table`` (node-local plugins only).
 
-        Plugins that keep the default NormalizeScore contribute a cached weighted sum per node;
-        the others keep cached raw scores and are normalised over this cycle's nodes.
+        ``nodes[k]`` is ``table.nodes[positions[k]]``. Plugins that keep the default
+        NormalizeScore contribute one kept weighted sum per node; the others keep raw scores,
+        normalised over this cycle's nodes. Only nodes the table has no score for are scored.
+
+        Raises:
+            ValueError: a plugin returned a score outside ``0..100`` after normalising.
         """
         start = time.perf_counter()
-        n_nodes = len(nodes)
-        totals = [0] * n_nodes
         skip = state.skip_score_plugins
         active = [pl for pl in self.score_plugins if pl.name not in skip]
         plain = [pl for pl in active if type(pl).normalize_score is ScorePlugin.normalize_score]
         normed = [pl for pl in active if type(pl).normalize_score is not ScorePlugin.normalize_score]
-        plain_key = tuple(pl.name for pl in plain)
-        ents: list[EquivalenceEntry] = []
-        missing: list[int] = []
-        get = entries.get
-        for i, n in enumerate(nodes):
-            e = get(n.name)
-            if e is None or e.generation != n.generation:
-                # Only feasible nodes are scored, and their Filter answer (None) was written
-                # this cycle at this generation; a missing or older entry is rebuilt.
-                e = entries[n.name] = EquivalenceEntry(n.generation)
-            ents.append(e)
-            part = e.weighted
-            if part is not None and part[0] == plain_key:
-                totals[i] = part[1]
-            else:
-                missing.append(i)
-        if missing and plain:
-            sub = [nodes[i] for i in missing]
-            sums = [0] * len(sub)
-            for pl in plain:
-                w = self.score_weights.get(pl.name, 1)
-                scores = pl.score(state, pod, sub)
-                self._check_scores(pl.name, scores)
-                sums = [t + sc * w for t, sc in zip(sums, scores, strict=True)]
-            for j, i in enumerate(missing):
-                totals[i] = sums[j]
-                ents[i].weighted = (plain_key, sums[j])
+        if plain:
+            table.set_plain_key(tuple(pl.name for pl in plain))
+            sums = table.plain
+            stale = table.plain_stale
+            missing = list(compress(positions, map(stale.__getitem__, positions)))
+            if missing:
+                sub = list(map(table.nodes.__getitem__, missing))
+                part = [0] * len(sub)
+                for pl in plain:
+                    w = self.score_weights.get(pl.name, 1)
+                    scores = pl.score(state, pod, sub)
+                    self._check_scores(pl.name, scores)
+                    part = list(map(add, part, map(w.__mul__, scores)))
+                for i, v in zip(missing, part, strict=True):
+                    sums[i] = v
+                    stale[i] = 0
+            totals = list(map(sums.__getitem__, positions))
+        else:
+            totals = [0] * len(positions)
         for pl in normed:
             name = pl.name
-            known = [e.raw_scores.get(name) for e in ents]
-            miss = [i for i, v in enumerate(known) if v is None]
-            fresh = pl.score(state, pod, [nodes[i] for i in miss]) if miss else []
-            for i, v in zip(miss, fresh, strict=True):
-                ents[i].raw_scores[name] = v
-            raw = [e.raw_scores[name] for e in ents]
+            raw_all, raw_stale = table.raw_of(name)
+            missing = list(compress(positions, map(raw_stale.__getitem__, positions)))
+            if missing:
+                fresh = pl.score(state, pod, list(map(table.nodes.__getitem__, missing)))
+                for i, v in zip(missing, fresh, strict=True):
+                    raw_all[i] = v
+                    raw_stale[i] = 0
+            raw = list(map(raw_all.__getitem__, positions))
             pl.normalize_score(state, pod, raw)
             self._check_scores(name, raw)
             w = self.score_weights.get(name, 1)
-            totals = [t + sc * w for t, sc in zip(totals, raw, strict=True)]
+            totals = list(map(add, totals, map(w.__mul__, raw)))
         self._observe("Score", None, start)
         return totals
 
@@ -609,7 +608,12 @@ class Framework:
         return ret
 
     async def wait_on_permit(self, pod: PodInfo) -> Status | None:
-        """``WaitOnPermit``: block until the waiting pod is allowed or rejected."""
+        """``WaitOnPermit``: block until the waiting pod is allowed or rejected.
+
+        An allowed pod is released to its binding cycle only through the fence
+        (``framework/fence.py``): on a leader whose lease may have passed to another, the wait
+        ends with an Error status instead, and the pod is unreserved and requeued.
+        """
         wp = self.waiting_pods.get(pod.pod_key)
         if wp is None:
             return None
@@ -618,6 +622,9 @@ class Framework:
             s = await wp.wait()
         finally:
             self.waiting_pods.remove(pod.pod_key)
+        if s is None and self.fence is not None and (why := self.fence.reason()) is not None:
+            log.error("Permit allowed a pod on a fenced leader; not binding it", pod=pod.key, reason=why)
+            s = Status(Code.ERROR, f"not released from Permit: fenced: {why}")
         code = "Success" if s is None else s.code.label()
         self.metrics.permit_wait_duration.labels(code).observe(time.perf_counter() - start)
         return s

@@ -56,6 +56,20 @@ def split_gang_key(key: str) -> tuple[str, str] | None:
     return key[:i], key[i + 1 :]
 
 
+@dataclass(frozen=True, slots=True)
+class GangPlacement:
+    """Where a gang is, as OMEGangPack reports it through ``Handle.report_gang_placement``.
+
+    ``state`` is ``Holding`` (pinned to ``domain`` under ``topology_key`` and holding it while
+    the gang forms), ``Pinned`` (pinned, its hold expired) or ``Bound`` (all ``minMember``
+    members bound there): the values of the PodGroup's ``ome.io/placement`` annotation.
+    """
+
+    topology_key: str
+    domain: str
+    state: str
+
+
 _generation = itertools.count(1)
 _SHAPE_ENC = msgspec.json.Encoder()
 

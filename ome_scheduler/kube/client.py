@@ -31,7 +31,7 @@ import random
 import socket
 import ssl
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
@@ -39,6 +39,7 @@ import msgspec
 
 from ome_scheduler.api.core import PodHead
 from ome_scheduler.api.meta import Status
+from ome_scheduler.kube.credentials import default_kubeconfig
 
 USER_AGENT = "ome-scheduler/0.1.0"
 _STATUS = msgspec.json.Decoder(Status)
@@ -173,12 +174,15 @@ class KubeClient:
         self.limiter = TokenBucket(qps, burst)
         self.gate = PriorityGate(max_in_flight)
 
-    def derive(self, *, qps: float, burst: int, max_in_flight: int, max_connections: int) -> KubeClient:
+    def derive(
+        self, *, qps: float, burst: int, max_in_flight: int, max_connections: int, user_agent: str | None = None
+    ) -> KubeClient:
         """A second client to the same server with the same credentials but its own connection
         pool, rate limiter and in-flight gate: traffic sent through it never waits behind, nor
         delays, this client's requests (kube's delegated authn/authz build their own clients
-        from a copy of the ``rest.Config`` the same way)."""
-        return KubeClient(
+        from a copy of the ``rest.Config`` the same way). ``user_agent`` is appended to the
+        User-Agent as ``/{user_agent}`` (client-go's ``rest.AddUserAgent``)."""
+        client = KubeClient(
             self.server,
             self._ssl,
             self._token,
@@ -188,6 +192,9 @@ class KubeClient:
             max_connections=max_connections,
             max_in_flight=max_in_flight,
         )
+        if user_agent:
+            client._headers["User-Agent"] = f"{self._headers['User-Agent']}/{user_agent}"
+        return client
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -217,7 +224,7 @@ class KubeClient:
         """
         from kr8s._auth import KubeAuth
 
-        auth = KubeAuth(kubeconfig=kubeconfig, url=master)
+        auth = KubeAuth(kubeconfig=kubeconfig or default_kubeconfig(), url=master)
         await auth.reauthenticate()
         ctx = await auth.ssl_context()  # type: ignore[no-untyped-call]
         return cls(auth.server, ctx, auth.token, qps=qps, burst=burst, auth=auth)
@@ -251,17 +258,21 @@ class KubeClient:
         timeout: float | None = None,
         priority: int = PRIORITY_DEFAULT,
         abandon: asyncio.Future[Any] | None = None,
+        guard: Callable[[], None] | None = None,
     ) -> bytes:
         """Send one request (rate limited, retried) and return the response body.
 
         ``priority`` orders it among requests waiting for a slot (``PRIORITY_*``, lower first).
         ``timeout`` (seconds) replaces the session's 30 s total timeout for this request. When
         ``abandon`` completes before the request got a slot, it is dropped unsent and
-        ``b""`` is returned; once sent, a request is never abandoned.
+        ``b""`` is returned; once sent, a request is never abandoned. ``guard`` is called
+        right before each attempt is sent, after the slot and the rate limiter: what it
+        raises ends the request unsent (the leader's fence, ``framework/fence.py``).
 
         Raises:
             ApiError: a non-2xx answer after retries.
             aiohttp.ClientError / TimeoutError: the server could not be reached after retries.
+            Exception: whatever ``guard`` raised.
         """
         content = None if body is None else (body if isinstance(body, bytes) else _ENC.encode(body))
         headers = {"Content-Type": content_type} if content is not None else None
@@ -273,6 +284,8 @@ class KubeClient:
                 return b""
             try:
                 await self.limiter.acquire()
+                if guard is not None:
+                    guard()
                 async with self.session.request(
                     method, path, params=params, data=content, headers=headers, timeout=tmo
                 ) as r:
@@ -381,8 +394,11 @@ class KubeClient:
             if buf.strip():
                 yield buf
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
-        """POST the Binding of a pod to a node (``pods/{name}/binding``)."""
+    async def bind(
+        self, namespace: str, name: str, uid: str, node: str, *, guard: Callable[[], None] | None = None
+    ) -> None:
+        """POST the Binding of a pod to a node (``pods/{name}/binding``); ``guard`` runs right
+        before each attempt is sent (see :meth:`request`)."""
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -391,7 +407,7 @@ class KubeClient:
         }
         path = f"/api/v1/namespaces/{namespace}/pods/{name}"
         try:
-            await self.post(f"{path}/binding", body, retries=3, priority=PRIORITY_CRITICAL)
+            await self.post(f"{path}/binding", body, retries=3, priority=PRIORITY_CRITICAL, guard=guard)
         except ApiError as exc:
             # A retry after a lost response meets the binding it already made: 409 "already
             # assigned". Bound to the node we chose (and the same pod), it is our success.

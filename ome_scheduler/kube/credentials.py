@@ -13,6 +13,22 @@ from pathlib import Path
 import yaml
 
 
+def default_kubeconfig() -> str:
+    """The kubeconfig path(s) used without ``--kubeconfig``: ``KUBECONFIG`` (``:``-separated),
+    else ``$HOME/.kube/config``.
+
+    Mirrors client-go's ``clientcmd.RecommendedHomeFile`` (``k8s.io/client-go/tools/clientcmd/loader.go``):
+    with no home directory (a container user missing from ``/etc/passwd`` and no ``HOME``) the
+    path is ``.kube/config`` relative to the working directory, which normally does not exist, so
+    the in-cluster service account is used; kr8s would raise ``RuntimeError`` expanding ``~``.
+    """
+    env = os.environ.get("KUBECONFIG", "")
+    if env:
+        return env
+    home = os.path.expanduser("~")
+    return os.path.join("" if home.startswith("~") else home, ".kube", "config")
+
+
 def credentials_error(kubeconfig: str | None, master: str | None, exc: BaseException) -> str:
     """One line saying why no API client could be built, naming the flag or file at fault."""
     source = "--kubeconfig" if kubeconfig else "KUBECONFIG"

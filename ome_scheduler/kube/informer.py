@@ -35,6 +35,7 @@ import msgspec
 from ome_scheduler.api.meta import ListMeta, MetaOnly, ObjectMeta, RawWatchEvent, Status
 from ome_scheduler.kube.client import TRANSPORT_ERRORS, ApiError, KubeClient
 from ome_scheduler.logs import get_logger
+from ome_scheduler.metrics import Metrics
 
 
 class Object(Protocol):
@@ -91,8 +92,14 @@ class Informer(Generic[T]):
         on_invalid: Callable[[bytes, str], None] | None = None,
         on_error: Callable[[T, str], None] | None = None,
         keep_stale: bool = False,
+        metrics: Metrics | None = None,
     ) -> None:
         self.client = client
+        self.metrics = metrics
+        """Where relists and watch restarts are counted (``ome_scheduler_informer_*``), if anywhere."""
+        if metrics is not None:  # exported as 0 from the start, so rate() works before the first one
+            metrics.informer_relists.labels(name)
+            metrics.informer_watch_restarts.labels(name)
         self.path = path
         self.name = name
         self.params = params or {}
@@ -337,6 +344,8 @@ class Informer(Generic[T]):
         backoff = 0.8
         while True:
             try:
+                if self.synced.is_set() and self.metrics is not None:
+                    self.metrics.informer_relists.labels(self.name).inc()
                 await self._list()
                 self.synced.set()
                 backoff = 0.8
@@ -355,6 +364,8 @@ class Informer(Generic[T]):
                         log.info("watch failed, retrying", v=2, informer=self.name, error=str(exc))
                         await asyncio.sleep(min(30.0, backoff) * (1 + 0.2 * random.random()))
                         backoff *= 2
+                    if self.metrics is not None:
+                        self.metrics.informer_watch_restarts.labels(self.name).inc()
             except asyncio.CancelledError:
                 raise
             except ApiError as exc:

@@ -9,7 +9,14 @@ as ``recordEvent`` does; later repeats are only counted), and failed writes are 
 12 times about 10 s apart. The PodScheduled condition is patched like
 ``updatePod`` in ``schedule_one.go``: only when status, reason or message change, keeping
 ``lastTransitionTime`` when the status does not. Writes run in the background so a slow API
-server never stalls a scheduling cycle; at most ``max_pending`` writes queue up.
+server never stalls a scheduling cycle; at most ``max_pending`` events and as many status
+patches queue up, and what comes beyond is dropped (client-go's broadcaster queues 1,000
+events and drops the rest, ``watch.DropIfChannelFull``).
+
+Events go through a client of their own, as kube-scheduler's ``eventClient``: its own rate
+limiter and connection pool, and at most ``EVENT_IN_FLIGHT`` requests on the wire
+(client-go's broadcaster writes one event at a time). During a burst, events then take a small
+share of the API server and queue up behind the Bindings, catching up once the burst is over.
 """
 
 from __future__ import annotations
@@ -37,6 +44,10 @@ _KINDS: dict[type[Any], tuple[str, str]] = {
     PodGroup: ("PodGroup", "scheduling.x-k8s.io/v1alpha1"),
 }
 """An event's ``regarding`` kind and apiVersion by record type."""
+EVENT_IN_FLIGHT = 2
+"""Event writes on the wire at once (client-go's broadcaster sends them one by one)."""
+DROP_LOG_INTERVAL = 10.0
+"""Seconds between two "dropping" log lines while writes are being dropped."""
 FINISH_TIME = 6 * 60.0
 """Seconds an event stays in the series cache (client-go ``tools/events`` ``finishTime``)."""
 
@@ -64,30 +75,58 @@ class _Cached:
 class Recorder:
     """Writes events and pod status patches through one client, in background tasks."""
 
-    def __init__(self, client: KubeClient, *, max_pending: int = 10_000) -> None:
+    def __init__(
+        self, client: KubeClient, *, events_client: KubeClient | None = None, max_pending: int = 10_000
+    ) -> None:
+        """``client`` patches pod status; ``events_client`` (default: derived from ``client``
+        with the same QPS and burst and ``EVENT_IN_FLIGHT`` requests in flight) writes events."""
         self.client = client
+        self.events_client = events_client or client.derive(
+            qps=client.limiter.rate,
+            burst=int(client.limiter.cap),
+            max_in_flight=EVENT_IN_FLIGHT,
+            max_connections=EVENT_IN_FLIGHT,
+        )
         self.host = hostname()
         self._cache: dict[tuple[Any, ...], _Cached] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._events: set[asyncio.Task[None]] = set()
+        self._status: set[asyncio.Task[None]] = set()
         self.max_pending = max_pending
+        self.dropped = 0
+        """Writes dropped because ``max_pending`` of their kind were already queued."""
+        self._drop_logged = -DROP_LOG_INTERVAL
 
-    def _spawn(self, coro: Any) -> None:
-        """Run one write in the background, or drop it when ``max_pending`` are in flight."""
+    def _spawn(self, coro: Any, tasks: set[asyncio.Task[None]]) -> None:
+        """Run one write in the background, or drop it when ``max_pending`` of its kind wait."""
         # Bounded so that an unreachable API server cannot grow memory without limit; events and
         # status patches are best effort (the next attempt writes them again).
-        if len(self._tasks) >= self.max_pending:
+        if len(tasks) >= self.max_pending:
             coro.close()
-            log.error("dropping an API write: too many pending", pending=len(self._tasks))
+            self.dropped += 1
+            now = time.monotonic()
+            if now - self._drop_logged >= DROP_LOG_INTERVAL:
+                self._drop_logged = now
+                log.error("dropping API writes: too many pending", pending=len(tasks), dropped=self.dropped)
             return
         t = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(t)
-        t.add_done_callback(self._tasks.discard)
+        tasks.add(t)
+        t.add_done_callback(tasks.discard)
+
+    async def close(self) -> None:
+        """Close the events client's connections (after :meth:`drain`)."""
+        if self.events_client is not self.client:
+            await self.events_client.close()
+
+    def pending(self) -> int:
+        """Event and status writes queued or on the wire."""
+        return len(self._events) + len(self._status)
 
     async def drain(self, timeout: float = 5.0) -> None:
-        """Wait (bounded) for pending writes, e.g. at shutdown."""
-        if self._tasks:
+        """Wait (bounded, ``timeout`` seconds) for pending writes, e.g. at shutdown."""
+        tasks = [*self._events, *self._status]
+        if tasks:
             with anyio.move_on_after(timeout):
-                await asyncio.wait(list(self._tasks))  # waiting cancels no write
+                await asyncio.wait(tasks)  # waiting cancels no write
 
     def event(
         self, regarding: Pod | Node | PodGroup, *, controller: str, type_: str, reason: str, action: str, note: str
@@ -126,7 +165,7 @@ class Recorder:
             # counted locally, so a pod failing every backoff does not cost a write per attempt.
             cached.count += 1
             if cached.count == 2:
-                self._spawn(self._patch_series(cached))
+                self._spawn(self._patch_series(cached), self._events)
             return
         name = f"{md.name}.{time.time_ns():x}"
         body = {
@@ -143,14 +182,14 @@ class Recorder:
             "type": type_,
         }
         self._cache[key] = _Cached(name, namespace, now, body)
-        self._spawn(self._create(body))
+        self._spawn(self._create(body), self._events)
 
     async def _create(self, body: dict[str, Any]) -> None:
         """POST an event, retrying transport errors and 5xx up to 12 times about 10 s apart."""
         ns = body["metadata"]["namespace"]
         for attempt in range(12):
             try:
-                await self.client.post(
+                await self.events_client.post(
                     f"/apis/events.k8s.io/v1/namespaces/{ns}/events", body, retries=0, priority=PRIORITY_EVENTS
                 )
                 return
@@ -171,7 +210,7 @@ class Recorder:
         """Mark event ``c`` as a series of 2 (``recordEvent``'s isomorphic-event path)."""
         series = {"count": 2, "lastObservedTime": now_micro()}
         try:
-            await self.client.patch(
+            await self.events_client.patch(
                 f"/apis/events.k8s.io/v1/namespaces/{c.namespace}/events/{c.name}",
                 {"series": series},
                 retries=2,
@@ -210,7 +249,7 @@ class Recorder:
             status["conditions"] = [c]
         if needs_nnn:
             status["nominatedNodeName"] = None  # null deletes the field in a strategic merge patch
-        self._spawn(self._patch_status(pod, {"status": status}))
+        self._spawn(self._patch_status(pod, {"status": status}), self._status)
 
     async def nominate(self, pod: Pod, node: str, abandon: asyncio.Future[Any] | None = None) -> None:
         """Set ``status.nominatedNodeName`` before a Permit wait (NominatedNodeNameForExpectation,

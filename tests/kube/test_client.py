@@ -105,3 +105,42 @@ def test_binding_retried_after_a_lost_response_is_a_success() -> None:
                 raise AssertionError("a pod bound to another node must stay a failure")
 
     asyncio.run(main())
+
+
+def test_a_guard_that_raises_sends_nothing_and_frees_the_slot() -> None:
+    """``guard`` runs after the slot and the rate limiter, right before the attempt is sent: what
+    it raises ends the request unsent, and the in-flight slot goes back to the gate."""
+    from tests.apiserver import FakeApiServer
+
+    class Refused(Exception):
+        pass
+
+    def refuse() -> None:
+        raise Refused
+
+    async def main() -> None:
+        async with FakeApiServer() as srv:
+            c = srv.client(max_in_flight=1)
+            try:
+                await c.post("/api/v1/namespaces/ns/pods/p/binding", {}, guard=refuse)
+            except Refused:
+                pass
+            else:
+                raise AssertionError("the guard's exception propagates")
+            assert srv.requests == [] and c.gate.in_use == 0
+            calls: list[int] = []
+            srv.lists["/api/v1/namespaces/ns/pods"] = []
+            await asyncio.wait_for(c.get("/api/v1/namespaces/ns/pods", guard=lambda: calls.append(1)), 5)
+            assert calls == [1] and len(srv.requests) == 1
+
+    asyncio.run(main())
+
+
+def test_a_derived_client_names_itself_in_the_user_agent() -> None:
+    """client-go's ``rest.AddUserAgent``: the leader elector's requests read
+    ``ome-scheduler/0.1.0/leader-election`` in the API server's audit log."""
+    c = KubeClient("https://127.0.0.1:1", False, "t", qps=5, burst=10)
+    d = c.derive(qps=5, burst=10, max_in_flight=2, max_connections=2, user_agent="leader-election")
+    assert d._headers["User-Agent"] == "ome-scheduler/0.1.0/leader-election"
+    assert c._headers["User-Agent"] == "ome-scheduler/0.1.0"
+    assert d.limiter is not c.limiter and d.gate is not c.gate

@@ -246,8 +246,36 @@ def test_pending_writes_are_bounded() -> None:
         failed(rec, make_pod("3"))  # room again
         await rec.drain()
         assert len(api.requests) == 2
+        assert rec.dropped == 1
 
     run(main, max_pending=1)
+
+
+def test_events_have_their_own_client_and_a_backlog_of_them_never_delays_a_status_patch() -> None:
+    """kube-scheduler's eventClient: events are written EVENT_IN_FLIGHT at a time through their
+    own connections, so a burst of them queues in the recorder, not in front of status patches."""
+
+    async def main(api: FakeApiServer, rec: Recorder) -> None:
+        assert rec.events_client is not rec.client
+        n = recorder_module.EVENT_IN_FLIGHT
+        held = api.hold("POST", EVENTS, times=n)
+        for i in range(n + 5):
+            failed(rec, make_pod(str(i)))
+        await asyncio.wait_for(held.arrived.wait(), 5)
+        rec.pod_scheduled_false(make_pod("99"), "Unschedulable", "0/4 nodes are available")
+        for _ in range(100):
+            if api.sent("PATCH", STATUS):
+                break
+            await asyncio.sleep(0.01)
+        assert len(api.sent("PATCH", STATUS)) == 1  # not queued behind the held events
+        assert len(api.sent("POST", EVENTS)) == n  # the other events wait in the recorder
+        assert rec.pending() == n + 5
+        held.release.set()
+        await rec.drain()
+        assert len(api.sent("POST", EVENTS)) == n + 5 and rec.pending() == 0
+        await rec.close()
+
+    run(main)
 
 
 # ---- PodScheduled condition and nominatedNodeName ------------------------------------------

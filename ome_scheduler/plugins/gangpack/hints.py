@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ome_scheduler.api.core import Node, Pod
-from ome_scheduler.api.scheduling import PodGroup
+from ome_scheduler.api.scheduling import PodGroup, same_definition
 from ome_scheduler.config.pluginargs import OMEGangPackArgs
 from ome_scheduler.framework.events import POD_GROUP, ActionType, ClusterEventWithHint, QueueingHint, on, queueing_hint
 from ome_scheduler.framework.interface import PodGroupLister
@@ -77,7 +77,8 @@ class GangHints:
 
     @queueing_hint
     def is_schedulable_after_sibling_added(self, target: Pod, old: Pod | None, new: Pod | None) -> QueueingHint:
-        """Pod Add (assigned pods only): Queue when the added pod is a member of the target's gang."""
+        """Pod Add (assigned pods, and unscheduled members another scheduler serves): Queue when the
+        added pod is a member of the target's gang."""
         if in_same_gang(target, new):
             return QUEUE  # a gang sibling was placed
         return SKIP  # not a gang sibling
@@ -150,11 +151,14 @@ class GangHints:
     def is_schedulable_after_own_pod_group_change(
         self, target: Pod, old: PodGroup | None, new: PodGroup | None
     ) -> QueueingHint:
-        """PodGroup Add/Update/Delete: Queue when the event's object is the target's own PodGroup."""
+        """PodGroup Add/Update/Delete: Queue when the event's object is the target's own PodGroup and
+        it was added, deleted or redefined (a status write, the scheduler's own, changes nothing)."""
         g = gang_of(target)
         if not g:
             return SKIP  # standalone pod
         obj = new if new is not None else old
         if obj is not None and obj.metadata.namespace == target.metadata.namespace and obj.metadata.name == g:
+            if old is not None and new is not None and same_definition(old, new):
+                return SKIP  # only its status or the scheduler's status annotations changed
             return QUEUE  # its PodGroup changed
         return SKIP  # another PodGroup

@@ -23,11 +23,11 @@ import time
 from collections.abc import Iterable, Sequence
 
 from ome_scheduler.api.core import Node, Pod
-from ome_scheduler.api.scheduling import PodGroup
+from ome_scheduler.api.scheduling import PLACEMENT_BOUND, PLACEMENT_HOLDING, PLACEMENT_PINNED, PodGroup, same_definition
 from ome_scheduler.config.pluginargs import OMEGangPackArgs
 from ome_scheduler.framework.interface import Handle
 from ome_scheduler.framework.status import Code, Status
-from ome_scheduler.framework.types import GangKey, NodeInfo, PodInfo, PodKey, gang_key, split_gang_key
+from ome_scheduler.framework.types import GangKey, GangPlacement, NodeInfo, PodInfo, PodKey, gang_key, split_gang_key
 from ome_scheduler.framework.waiting_pods import WaitingPod
 from ome_scheduler.logs import enabled, get_logger
 from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, template_signature
@@ -112,6 +112,16 @@ class GangManager:
                 pg, controller=self.scheduler_name, type_=type_, reason=reason, action="Scheduling", note=note
             )
 
+    def report(self, gang: GangKey) -> None:
+        """Tell the Handle where ``gang`` is now: its pin's domain (``Holding`` while the pin holds
+        it, else ``Pinned``), or nowhere (no pin)."""
+        pin = self.pins.get(gang)
+        placement = None
+        if pin is not None:
+            state = PLACEMENT_HOLDING if pin.holding and pin.remaining > 0 else PLACEMENT_PINNED
+            placement = GangPlacement(pin.domain[0], pin.domain[1], state)
+        self.handle.report_gang_placement(gang, placement)
+
     def park_by_hold(self, pod: PodInfo) -> None:
         """Remember a pod a hold kept out, to wake it when a hold ends."""
         self.parked_by_hold[pod.pod_key] = pod.pod
@@ -159,6 +169,7 @@ class GangManager:
             if unwind:
                 self.metrics.unwind()
             self.metrics.pinned_groups(len(self.pins))
+            self.report(gang)
             self.wake_parked_by_hold()
         if pod is not None and token and self.attempt_by_pod.get(pod.pod_key) == token:
             del self.attempt_by_pod[pod.pod_key]
@@ -340,6 +351,7 @@ class GangManager:
                     key, "Normal", "Adopted", f"adopted {tk}={placed_domain}, where {count} members are already placed"
                 )
                 self.metrics.pinned_groups(len(self.pins))
+                self.report(key)
                 if survey.room(placed_domain) < need:
                     msg = f"adopted domain {placed_domain} cannot fit remaining gang members {key}"
                     log.info("gangpack.pinGang.no_fit", v=4, gang=key, status=msg)
@@ -391,6 +403,7 @@ class GangManager:
             key, "Normal", "Pinned", f"pinned to {tk}={d} ({survey.room(d)} members of room for {survey.need}), {hold}"
         )
         self.metrics.pinned_groups(len(self.pins))
+        self.report(key)
         return pin
 
     def _sibling_to_wait_for(self, pod: PodInfo, siblings: Sequence[PodInfo], placed: Sequence[Pod]) -> PodInfo | None:
@@ -497,6 +510,8 @@ class GangManager:
             where = f" in {pin.domain[0]}={pin.domain[1]}" if pin is not None else ""
             note = f"all {size} members bound{where}, {times[-1] - times[0]:.3f}s from first to last"
             self.pod_group_event(gang.key, "Normal", "Bound", note)
+            if pin is not None:
+                self.handle.report_gang_placement(gang.key, GangPlacement(*pin.domain, PLACEMENT_BOUND))
             created = [p.pod.metadata.creation_timestamp for p in self.live_members(gang.key)]
             last = max((c for c in created if c), default=None)
             if last is not None:
@@ -511,19 +526,12 @@ class GangManager:
         a new topology key, releases the pin; a new ``minMember`` resizes the reservation (the
         gate opens when it is met); a new ``scheduleTimeoutSeconds`` replaces the waiters' limit.
         Then its unbound members are woken (``podgroup_change``). Updates that change nothing
-        the plugin reads (status only) do nothing.
+        the plugin reads (status, the scheduler's own status annotations) do nothing.
         """
         pg = new or old
         if pg is None:
             return
-        if (
-            old is not None
-            and new is not None
-            and old.spec == new.spec
-            and old.metadata.uid == new.metadata.uid
-            and old.metadata.annotations == new.metadata.annotations
-            and old.metadata.labels == new.metadata.labels
-        ):
+        if old is not None and new is not None and same_definition(old, new):
             return
         key = gang_key(pg.metadata.namespace, pg.metadata.name)
         self.forming_since.pop(key, None)  # a new definition gets a fresh chance to hold
@@ -617,6 +625,7 @@ class GangManager:
             if not pin.holding or pin.remaining <= 0 or not pin.hold_until or now < pin.hold_until:
                 continue
             self.pins.drop_hold(key)
+            self.report(key)
             tk, domain = pin.domain
             log.info("gangpack.hold_expired", v=2, gang=key, domain=domain, topologyKey=tk)
             parts = split_gang_key(key)

@@ -719,3 +719,63 @@ def test_pod_group_events_tell_pinned_bound_and_released() -> None:
     assert reasons == ["Pinned"] and "pinned to topology.ome.io/domain=a" in h.events[0][3]
     p.post_filter(st, g[0], NodeToStatus())
     assert h.events[-1][2] == "HoldReleased" and "member ns/g-0 fit no node of the domain" in h.events[-1][3]
+
+
+# ---- what users are told: placement reports, and the scheduler's own writes wake nothing --------
+
+
+def test_placement_is_reported_when_pinned_released_and_bound() -> None:
+    from ome_scheduler.framework.types import GangPlacement
+
+    h = FakeHandle()
+    domains(h, {"d": 2})
+    p, _ = plugin(h)
+    h.groups["ns/g"] = make_pod_group("g", min_member=2, topology_key=DK)
+    a = members(h, "g", 2)
+    n0, st0, ps0 = schedule(p, h, a[0])
+    assert h.placements["ns/g"] == GangPlacement(DK, "d", "Holding")
+    assert ps0 is not None and ps0.is_wait()
+    n1, st1, _ = schedule(p, h, a[1])
+    for pod, node, st in ((a[0], n0, st0), (a[1], n1, st1)):
+        h.bind(pod.pod, node)
+        p.post_bind(st, pod, node)
+    assert h.placements["ns/g"] == GangPlacement(DK, "d", "Bound")
+    p.gangs.forget_missing_gang(a[0].gang_key)
+    assert h.placements["ns/g"] is None  # released
+
+
+def test_status_and_status_annotation_updates_wake_no_member() -> None:
+    from ome_scheduler.api.scheduling import ANN_PLACEMENT, ANN_WAITING_REASON, PodGroupStatus
+    from ome_scheduler.framework.events import QueueingHint
+
+    h = FakeHandle()
+    domains(h, {"d": 2})
+    p, _ = plugin(h)
+    pg = make_pod_group("g", min_member=3, topology_key=DK)
+    h.groups["ns/g"] = pg
+    a = members(h, "g", 2)
+    assert prefilter(p, h, a[0])[1] is not None  # templates incomplete
+    written = msgspec.structs.replace(
+        pg,
+        status=PodGroupStatus(phase="Pending"),
+        metadata=msgspec.structs.replace(
+            pg.metadata,
+            resource_version="9",
+            annotations={**pg.metadata.annotations, ANN_PLACEMENT: "Holding", ANN_WAITING_REASON: "x"},
+        ),
+    )
+    hint = p.hints.is_schedulable_after_own_pod_group_change
+    assert hint(a[0].pod, pg, written) == QueueingHint.QUEUE_SKIP
+    resized = msgspec.structs.replace(written, spec=msgspec.structs.replace(pg.spec, min_member=2))
+    assert hint(a[0].pod, written, resized) == QueueingHint.QUEUE
+    retargeted = msgspec.structs.replace(
+        written, metadata=msgspec.structs.replace(written.metadata, annotations={"ome.io/topology-key": "other"})
+    )
+    assert hint(a[0].pod, written, retargeted) == QueueingHint.QUEUE
+    h.activated.clear()
+    key = a[0].gang_key
+    p.gangs.forming_since[key] = 1.0
+    p.gangs.on_pod_group_change(pg, written)
+    assert h.activated == [] and p.gangs.forming_since[key] == 1.0
+    p.gangs.on_pod_group_change(written, resized)
+    assert h.activated == [["g-0", "g-1"]] and key not in p.gangs.forming_since

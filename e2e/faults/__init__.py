@@ -1,0 +1,28 @@
+"""Fault injection on the real control plane (issue 12): what users lose when things break.
+
+Each test breaks one thing on the local cluster of ``e2e/cluster.py`` and checks the
+invariants every fault test ends with (``e2e.helpers.assert_invariants``: no pod bound twice,
+no node over-committed, no gang split), plus the fault's own promise. Run them with the rest of
+the end-to-end suite, or alone:
+
+    OME_CLUSTER_DIR=/tmp/cluster-$USER .venv/bin/pytest e2e/faults -x
+
+The API server writes an audit log (``<cluster dir>/logs/audit.log``, every request at Metadata
+level, ``e2e/audit-policy.yaml``); tests read it with ``e2e.helpers.audit_events`` to prove
+who sent what, when. A cluster started before audit logging existed has none: stop it
+(``python -m e2e.cluster down``) and let the fixture start a fresh one.
+
+Test-only hooks the scheduler honours (never set outside tests):
+
+* ``OME_SCHEDULER_TEST_STALL_SIGNAL=<seconds>``: SIGUSR1 blocks the scheduler's event loop for
+  that long (``ome_scheduler.app``), as a pathological input or a paused VM would.
+
+Modules:
+
+* ``test_fencing.py``: a leader whose event loop stalls is ended by its watchdog, and no
+  Binding it sent is later than its successor's ``acquireTime`` (item 1);
+* ``test_loop_health.py``: a stalled loop shows in ``ome_scheduler_event_loop_lag_seconds`` and
+  fails ``/livez``; the informers' relists and watch restarts are counted (item 7).
+
+The figures these tests measure are published in the README's "Failure behaviour" table.
+"""

@@ -1,0 +1,628 @@
+"""``ome-scheduler explain``: why a gang (or pod) is pending, and where it would go now.
+
+``ome-scheduler explain podgroup NS/NAME`` and ``ome-scheduler explain pod NS/NAME`` are
+read-only and run with the user's own kubeconfig. They list the cluster exactly as
+``ome-scheduler snapshot`` does (the informers' paths and decoders), build the scheduler's
+engine offline as ``ome-scheduler simulate`` does (the same configuration file, cache, plugins
+and OMEGangPack), and then, in dry run (no write to the API server, no Lease):
+
+* list the gang's members and their state: ``bound`` (a node), ``waiting`` (at Permit:
+  ``status.nominatedNodeName``), ``pending`` (its ``PodScheduled`` message), ``gated``, or
+  ``not ours`` (another ``schedulerName``);
+* for every domain under the gang's topology key: its room counted in members like the gang's
+  (OMEGangPack's rule 1), the gangs holding it, and for a domain the gang does not fit, the
+  reasons its nodes reject a member, aggregated as kube-scheduler's ``FitError`` does
+  (``2 Insufficient nvidia.com/gpu, 1 node(s) didn't match pod anti-affinity rules``);
+* run one real scheduling cycle for a pending member: the domain it would pin and the node it
+  would take now, or the ``FailedScheduling`` message the scheduler would record, byte for byte.
+
+The live scheduler's holds (pins of forming gangs) live in its memory, not in the API; they are
+derived from what the cluster shows: members waiting at Permit are assumed on their nominated
+node (``status.nominatedNodeName``), and a gang whose PodGroup says ``ome.io/placement:
+Holding`` (or has members waiting at Permit) holds its domain for its remaining members. What
+cannot be seen (domains a gang recently failed in, holds made in the last second) can make the
+live answer differ; the output says which holds were derived and how.
+
+Exit status: 0 explained, 1 the object is missing, the cluster cannot be read or the
+configuration is invalid (message on stderr), 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ome_scheduler import logs
+from ome_scheduler.api.core import Pod
+from ome_scheduler.api.scheduling import (
+    ANN_PLACEMENT,
+    ANN_PLACEMENT_DOMAIN,
+    ANN_PLACEMENT_TOPOLOGY_KEY,
+    ANN_WAITING_REASON,
+    PLACEMENT_BOUND,
+    PLACEMENT_HOLDING,
+    PodGroup,
+)
+from ome_scheduler.api.snapshot import ClusterSnapshot, SnapshotError, read_snapshot
+from ome_scheduler.config.errors import ConfigError
+from ome_scheduler.config.load import load_config
+from ome_scheduler.config.types import KubeSchedulerConfiguration
+from ome_scheduler.framework.interface import CycleState
+from ome_scheduler.framework.types import POD_GROUP_LABEL, GangKey, NodeInfo, PodInfo, QueuedPodInfo, gang_key
+from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, template_signature
+from ome_scheduler.plugins.gangpack.gang import is_live, topology_key_of
+from ome_scheduler.plugins.gangpack.placement import GangPlanner, group_by_domain
+from ome_scheduler.plugins.gangpack.plugin import OMEGangPack
+from ome_scheduler.simulate import Simulation
+
+DERIVED_HOLDS = (
+    "Holds of forming gangs live in the scheduler's memory; they are derived here from what the API shows: "
+    "members waiting at Permit (status.nominatedNodeName) and PodGroups' ome.io/placement annotation."
+)
+
+
+@dataclass
+class Member:
+    """One member pod: ``state`` is bound, waiting (at Permit), pending, gated or not-ours."""
+
+    name: str
+    state: str
+    node: str = ""
+    domain: str = ""
+    reason: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """camelCase JSON."""
+        return {"name": self.name, "state": self.state, "node": self.node, "domain": self.domain, "reason": self.reason}
+
+
+@dataclass
+class Domain:
+    """One domain under the gang's topology key: nodes, room in members, whether the whole gang
+    fits (room for all it needs, every member on a node it fits), gangs holding it, and why its
+    nodes reject a member (reason -> node count)."""
+
+    name: str
+    nodes: int
+    room: int
+    fits: bool
+    held_by: list[str] = field(default_factory=list)
+    nodes_fitting: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+
+    def why_not(self) -> str:
+        """The reasons as FitError words them: ``"2 Insufficient nvidia.com/gpu, 1 ..."``, sorted."""
+        return ", ".join(sorted(f"{v} {k}" for k, v in self.reasons.items()))
+
+    def to_json(self) -> dict[str, Any]:
+        """camelCase JSON."""
+        return {
+            "domain": self.name,
+            "nodes": self.nodes,
+            "room": self.room,
+            "fits": self.fits,
+            "heldBy": self.held_by,
+            "nodesFitting": self.nodes_fitting,
+            "reasons": dict(sorted(self.reasons.items())),
+            "whyNot": self.why_not(),
+        }
+
+
+@dataclass
+class Decision:
+    """What the scheduler would do now. ``result``: ``pinned`` (a member would take ``node`` in
+    ``domain``), ``unschedulable`` (``message`` is its FailedScheduling text), ``bound``,
+    ``waiting`` (every unbound member waits at Permit), ``gated`` (nothing to try), ``not-ours``."""
+
+    result: str
+    domain: str = ""
+    node: str = ""
+    pod: str = ""
+    message: str = ""
+    if_ungated: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """camelCase JSON."""
+        return {
+            "result": self.result,
+            "domain": self.domain,
+            "node": self.node,
+            "pod": self.pod,
+            "message": self.message,
+            "ifUngated": self.if_ungated,
+        }
+
+
+@dataclass
+class Explanation:
+    """Everything ``explain`` found about one gang (or one standalone pod)."""
+
+    namespace: str
+    name: str
+    kind: str
+    """``PodGroup``, or ``Pod`` for a pod that belongs to no gang."""
+    min_member: int | None = None
+    schedule_timeout_seconds: int | None = None
+    topology_key: str = ""
+    pod_group_exists: bool = True
+    status: dict[str, Any] = field(default_factory=dict)
+    members: list[Member] = field(default_factory=list)
+    need: int = 0
+    shape_of: str = ""
+    domains: list[Domain] = field(default_factory=list)
+    decision: Decision = field(default_factory=lambda: Decision("unschedulable"))
+    holds: list[str] = field(default_factory=list)
+    """``gang holds key=domain (how it was derived)`` for every hold reconstructed."""
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``-o json`` document."""
+        return {
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+            "podGroupExists": self.pod_group_exists,
+            "minMember": self.min_member,
+            "scheduleTimeoutSeconds": self.schedule_timeout_seconds,
+            "topologyKey": self.topology_key,
+            "status": self.status,
+            "members": [m.to_json() for m in self.members],
+            "need": self.need,
+            "roomCountedLike": self.shape_of,
+            "domains": [d.to_json() for d in self.domains],
+            "decision": self.decision.to_json(),
+            "holds": self.holds,
+            "notes": self.notes,
+        }
+
+
+# ---- the analysis --------------------------------------------------------------------------
+
+
+class Explainer:
+    """Builds the offline engine over ``snapshot`` and explains one gang or pod (dry run)."""
+
+    def __init__(self, cfg: KubeSchedulerConfiguration, snapshot: ClusterSnapshot) -> None:
+        self.sim = Simulation(cfg, snapshot, seed=0)
+        self.sch = self.sim.scheduler
+        self.snapshot = snapshot
+        self.plugin: OMEGangPack | None = None
+        for fw in self.sch.frameworks.values():
+            pl = fw.plugins.get(OMEGangPack.name)
+            if isinstance(pl, OMEGangPack):
+                self.plugin = pl
+                break
+
+    def run(self, kind: str, namespace: str, name: str) -> Explanation | str:
+        """Explain ``pod`` or ``podgroup`` ``namespace/name``; a string says why it cannot be."""
+        with asyncio.Runner(loop_factory=lambda: self.sim.loop) as runner:
+            return runner.run(self._run(kind, namespace, name))
+
+    async def _run(self, kind: str, namespace: str, name: str) -> Explanation | str:
+        self.sim.replay()
+        assumed = self._assume_nominated()
+        focus: str | None = None
+        if kind == "pod":
+            pod = next(
+                (p for p in self.snapshot.pods if p.metadata.namespace == namespace and p.metadata.name == name), None
+            )
+            if pod is None:
+                return f"pod {namespace}/{name} not found (or it has finished)"
+            gang = pod.metadata.labels.get(POD_GROUP_LABEL, "")
+            if not gang:
+                return self._standalone(pod)
+            focus, name = name, gang
+        pg = self.sch.pod_group_state.get(namespace, name)
+        members = self.sch.pod_group_state.members(gang_key(namespace, name))
+        if pg is None and not members:
+            return f"podgroup {namespace}/{name} not found, and no pod names it"
+        return self._gang(namespace, name, pg, focus, assumed)
+
+    # ---- what the API shows -----------------------------------------------------------------
+
+    def _assume_nominated(self) -> set[str]:
+        """Assume every unbound pod of ours with ``nominatedNodeName`` on that node, as the live
+        scheduler has it assumed while it waits at Permit; returns their ``ns/name`` keys."""
+        out = set()
+        for pi in list(self.sch.pods.values()):
+            node = pi.pod.status.nominated_node_name
+            if pi.pod.spec.node_name or not node or pi.pod.spec.scheduler_name not in self.sch.frameworks:
+                continue
+            if self.sch.cache.get_node_info(node) is None:
+                continue
+            self.sch.queue.delete(pi.pod_key)
+            self.sch.cache.assume_pod(pi.with_node(node), node)
+            out.add(pi.key)
+        return out
+
+    def _hold_of(self, pg: PodGroup, members: list[PodInfo], assumed: set[str]) -> tuple[str, str, bool, str] | None:
+        """The (topology key, domain, holding, how derived) a gang's live pin most likely is, or None."""
+        ann = pg.metadata.annotations
+        placement = ann.get(ANN_PLACEMENT, "")
+        if placement and placement != PLACEMENT_BOUND:
+            tk, d = ann.get(ANN_PLACEMENT_TOPOLOGY_KEY, ""), ann.get(ANN_PLACEMENT_DOMAIN, "")
+            if tk and d:
+                return tk, d, placement == PLACEMENT_HOLDING, f"ome.io/placement: {placement}"
+        if self.plugin is None:
+            return None
+        tk = topology_key_of(pg, self.plugin.args)
+        waiting = [p for p in members if p.key in assumed]
+        domains = set()
+        for p in waiting:
+            ni = self.sch.cache.get_node_info(self.sch.cache.assumed_node(p.pod_key) or "")
+            domains.add(ni.labels.get(tk, "") if ni is not None else "")
+        if tk and len(domains) == 1 and "" not in domains:
+            return tk, domains.pop(), True, f"{len(waiting)} member(s) waiting at Permit"
+        return None
+
+    def _reconstruct_holds(self, assumed: set[str], only: GangKey | None, skip: GangKey | None) -> list[str]:
+        """Pin every forming gang (or ``only`` that one, never ``skip``) where the API shows it."""
+        if self.plugin is None:
+            return []
+        out = []
+        state = self.sch.pod_group_state
+        manager = self.plugin.gangs
+        for key in sorted(state.gang_keys()):
+            if (only is not None and key != only) or key == skip:
+                continue
+            ns, name = key.split("/", 1)
+            pg = state.get(ns, name)
+            if pg is None:
+                continue
+            mm = pg.spec.min_member or 0
+            placed = sum(1 for _, n in state.placed_members(key) if n is not None)
+            if mm <= 0 or placed >= mm:
+                continue
+            hold = self._hold_of(pg, state.members(key), assumed)
+            if hold is None:
+                continue
+            tk, d, holding, how = hold
+            nodes = [n.name for n in self.sch.cache.node_infos() if n.labels.get(tk, "") == d]
+            pin = manager.pins.choose(key, pg.metadata.uid, tk, d, nodes, mm - placed, holding=holding)
+            pin.hold_until = time.monotonic() + 3600.0
+            manager.forming_since[key] = time.monotonic()
+            verb = "holds" if holding else "is pinned to (hold expired)"
+            out.append(f"{key} {verb} {tk}={d} for {mm - placed} more member(s) ({how})")
+        return out
+
+    def _member(self, pi: PodInfo, tk: str, assumed: set[str]) -> Member:
+        pod = pi.pod
+        node = pod.spec.node_name or (pod.status.nominated_node_name if pi.key in assumed else "")
+        ni = self.sch.cache.get_node_info(node) if node else None
+        domain = ni.labels.get(tk, "") if ni is not None and tk else ""
+        cond = next((c for c in pod.status.conditions if c.type == "PodScheduled"), None)
+        if pod.spec.node_name:
+            return Member(pi.name, "bound", node, domain)
+        if pi.key in assumed:
+            return Member(pi.name, "waiting", node, domain, "waiting at Permit for the rest of the gang")
+        if pod.spec.scheduler_name not in self.sch.frameworks:
+            return Member(pi.name, "not-ours", reason=f"schedulerName {pod.spec.scheduler_name!r} is not served")
+        if pod.spec.scheduling_gates:
+            return Member(
+                pi.name, "gated", reason="scheduling gates: " + ", ".join(g.name for g in pod.spec.scheduling_gates)
+            )
+        reason = cond.message if cond is not None and cond.status == "False" else "not attempted yet"
+        return Member(pi.name, "pending", reason=reason)
+
+    # ---- a gang ---------------------------------------------------------------------------------
+
+    def _gang(self, ns: str, name: str, pg: PodGroup | None, focus: str | None, assumed: set[str]) -> Explanation:
+        key = gang_key(ns, name)
+        state = self.sch.pod_group_state
+        ex = Explanation(ns, name, "PodGroup", pod_group_exists=pg is not None)
+        args = self.plugin.args if self.plugin is not None else None
+        if pg is not None:
+            ex.min_member, ex.schedule_timeout_seconds = pg.spec.min_member, pg.spec.schedule_timeout_seconds
+            ex.topology_key = topology_key_of(pg, args) if args is not None else ""
+            st, ann = pg.status, pg.metadata.annotations
+            ex.status = {
+                "phase": st.phase,
+                "running": st.running,
+                "succeeded": st.succeeded,
+                "failed": st.failed,
+                "scheduleStartTime": st.schedule_start_time,
+                "placement": ann.get(ANN_PLACEMENT, ""),
+                "placementDomain": ann.get(ANN_PLACEMENT_DOMAIN, ""),
+                "placementTopologyKey": ann.get(ANN_PLACEMENT_TOPOLOGY_KEY, ""),
+                "waitingReason": ann.get(ANN_WAITING_REASON, ""),
+            }
+        tk = ex.topology_key
+        members = sorted(state.members(key), key=lambda p: p.name)
+        ex.members = [self._member(p, tk, assumed) for p in members]
+        ex.holds = self._reconstruct_holds(assumed, None, key)
+        if ex.holds or any(m.state == "waiting" for m in ex.members):
+            ex.notes.append(DERIVED_HOLDS)
+        mm = ex.min_member or 0
+        placed = sum(1 for m in ex.members if m.state in ("bound", "waiting"))
+        bound = sum(1 for m in ex.members if m.state == "bound")
+        pending = [p for p, m in zip(members, ex.members, strict=True) if m.state == "pending"]
+        gated = [p for p, m in zip(members, ex.members, strict=True) if m.state == "gated"]
+        if focus is not None:
+            pending.sort(key=lambda p: p.name != focus)
+        if self.plugin is None:
+            ex.notes.append("OMEGangPack is not enabled in this configuration: gangs are scheduled pod by pod")
+        if gated and not pending:
+            # Nothing is tried while gated: explain what happens once the gates are lifted.
+            for p in gated:
+                spec = msgspec.structs.replace(p.pod.spec, scheduling_gates=[])
+                self.sch.handlers.on_pod_update(p.pod, msgspec.structs.replace(p.pod, spec=spec))
+            pending = [state_pi for g in gated if (state_pi := self.sch.pods.get(g.key)) is not None]
+            ex.notes.append(
+                "every unplaced member is scheduling-gated: the decision below is for once they are ungated"
+            )
+        shape = pending[0] if pending else (members[0] if members else None)
+        if shape is not None and tk and pg is not None and 0 < mm and bound < mm:
+            self._domains(ex, key, shape, mm, placed, assumed)
+        # The gang's own live pin (if the API shows one) is followed, as the scheduler would.
+        ex.holds += [h for h in self._reconstruct_holds(assumed, key, None) if h.startswith(f"{key} ")]
+        if mm > 0 and bound >= mm:
+            doms = {m.domain for m in ex.members if m.state == "bound"}
+            ex.decision = Decision("bound", domain=doms.pop() if len(doms) == 1 else "")
+        elif not pending:
+            if gated:
+                ex.decision = Decision("gated", message="members are scheduling-gated")
+            elif any(m.state == "waiting" for m in ex.members):
+                doms = {m.domain for m in ex.members if m.state == "waiting"}
+                msg = f"{placed} of {mm} members wait at Permit for the rest of the gang"
+                others = [m for m in ex.members if m.state == "not-ours"]
+                if others:
+                    msg += (
+                        "; " + ", ".join(f"{m.name}: {m.reason}" for m in others) + " (this scheduler never places it)"
+                    )
+                elif len(ex.members) < mm:
+                    msg += f"; only {len(ex.members)} of minMember {mm} members exist"
+                ex.decision = Decision("waiting", domain=doms.pop() if len(doms) == 1 else "", message=msg)
+            else:
+                ex.decision = Decision("not-ours", message="no member is scheduled by this configuration's profiles")
+        else:
+            ex.decision = self._attempt(pending[0], tk)
+            ex.decision.if_ungated = bool(gated) and not any(m.state == "pending" for m in ex.members)
+        return ex
+
+    def _domains(self, ex: Explanation, key: GangKey, shape: PodInfo, mm: int, placed: int, assumed: set[str]) -> None:
+        """Room, holds and per-node reasons of every domain under the gang's topology key."""
+        tk = ex.topology_key
+        state = self.sch.pod_group_state
+        unbound = PodInfo(
+            msgspec.structs.replace(shape.pod, spec=msgspec.structs.replace(shape.pod.spec, node_name=""))
+        )
+        templates = [unbound] + [
+            p
+            for p in state.members(key)
+            if p.key != shape.key and not p.pod.spec.node_name and p.key not in assumed and is_live(p.pod)
+        ]
+        need = max(1, mm - placed)
+        ex.need, ex.shape_of = need, shape.name
+        planner: GangPlanner[PodInfo, NodeInfo] = GangPlanner(
+            templates, need, member_capacity, one_per_node=one_per_node(templates), signature=template_signature
+        )
+        nodes = self.sch.cache.node_infos()
+        by = group_by_domain(nodes, lambda n: n.labels.get(tk, ""))
+        reasons = self._node_reasons(unbound, nodes)
+        pins = self.plugin.gangs.pins if self.plugin is not None else None
+        for d, dnodes in sorted(by.items()):
+            plan = planner.plan_domain(d, dnodes)
+            room = plan.room
+            held = []
+            if pins is not None:
+                for g, pin in sorted(pins.by_group.items()):
+                    if g != key and pin.holding and pin.remaining > 0 and pin.domain == (tk, d):
+                        held.append(f"{g} ({pin.remaining} more)")
+            dom = Domain(d, len(dnodes), room, plan.joinable and room >= need, held)
+            for n in dnodes:
+                r = reasons.get(n.name)
+                if r is None:
+                    dom.nodes_fitting += 1
+                else:
+                    for why in r:
+                        dom.reasons[why] = dom.reasons.get(why, 0) + 1
+            ex.domains.append(dom)
+
+    def _node_reasons(self, member: PodInfo, nodes: Sequence[NodeInfo]) -> dict[str, list[str]]:
+        """Node -> why Filter rejects a member like ``member`` there (absent: it passes). The
+        member is filtered as a standalone pod, so the gang's own pin does not narrow it and
+        other gangs' holds show as ``node is reserved for a forming gang``."""
+        fw = self.sch.frameworks.get(member.pod.spec.scheduler_name) or next(iter(self.sch.frameworks.values()))
+        labels = {k: v for k, v in member.pod.metadata.labels.items() if k != POD_GROUP_LABEL}
+        solo = PodInfo(
+            msgspec.structs.replace(member.pod, metadata=msgspec.structs.replace(member.pod.metadata, labels=labels))
+        )
+        state = CycleState()
+        allowed, st, _ = fw.run_pre_filter(state, solo, nodes)
+        out: dict[str, list[str]] = {}
+        for n in nodes:
+            if st is not None and not st.is_success():
+                out[n.name] = list(st.reasons) or [st.message()]
+                continue
+            if allowed is not None and n.name not in allowed:
+                out[n.name] = ["node(s) didn't satisfy the pod's PreFilter"]
+                continue
+            s = fw.run_filter(state, solo, n)
+            if s is not None:
+                out[n.name] = list(s.reasons) or [s.message()]
+        return out
+
+    def _attempt(self, pi: PodInfo, tk: str) -> Decision:
+        """One real scheduling cycle for ``pi`` in the offline engine: where it would go, or the
+        FailedScheduling message it would get."""
+        fw = self.sch.frameworks[pi.pod.spec.scheduler_name]
+        live = self.sch.pods.get(pi.key, pi)
+        placed = self.sch.cycles.scheduling_cycle(fw, CycleState(), QueuedPodInfo(live), time.perf_counter())
+        if placed is None:
+            notes = self.sim.recorder.notes.get(pi.key)
+            return Decision("unschedulable", pod=pi.name, message=notes.last_failure if notes is not None else "")
+        _, host = placed
+        ni = self.sch.cache.get_node_info(host)
+        domain = ni.labels.get(tk, "") if ni is not None and tk else ""
+        return Decision("pinned" if pi.gang else "schedulable", domain=domain, node=host, pod=pi.name)
+
+    def _standalone(self, pod: Pod) -> Explanation:
+        ex = Explanation(pod.metadata.namespace, pod.metadata.name, "Pod")
+        pi = self.sch.pods.get(f"{pod.metadata.namespace}/{pod.metadata.name}")
+        if pi is None:
+            ex.decision = Decision("not-ours", message="the pod has finished")
+            return ex
+        m = self._member(pi, "", set())
+        ex.members = [m]
+        if m.state == "bound":
+            ex.decision = Decision("bound", node=m.node, pod=m.name)
+        elif m.state in ("pending", "gated") and pod.spec.scheduler_name in self.sch.frameworks:
+            ex.decision = self._attempt(pi, "")
+        else:
+            ex.decision = Decision(m.state, message=m.reason)
+        return ex
+
+
+# ---- rendering -----------------------------------------------------------------------------------
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+def render_text(ex: Explanation) -> str:
+    """The human-readable report."""
+    lines: list[str] = []
+    if ex.kind == "Pod":
+        lines.append(f"Pod {ex.namespace}/{ex.name} (no PodGroup)")
+    elif not ex.pod_group_exists:
+        lines.append(f"PodGroup {ex.namespace}/{ex.name} does not exist; {len(ex.members)} pod(s) name it")
+    else:
+        sts = f", scheduleTimeoutSeconds {ex.schedule_timeout_seconds}" if ex.schedule_timeout_seconds else ""
+        lines.append(
+            f"PodGroup {ex.namespace}/{ex.name}: minMember {ex.min_member}{sts}, "
+            f"topology key {ex.topology_key or '(none)'}"
+        )
+        st = ex.status
+        where = ""
+        if st.get("placement"):
+            where = f", {st['placement']} {st['placementTopologyKey']}={st['placementDomain']}"
+        lines.append(
+            f"Status: phase {st.get('phase') or '(none)'}, running {st.get('running', 0)}, "
+            f"succeeded {st.get('succeeded', 0)}, failed {st.get('failed', 0)}{where}"
+        )
+        if st.get("waitingReason"):
+            lines.append(f"Waiting reason: {st['waitingReason']}")
+    lines.append("")
+    if ex.kind == "PodGroup":
+        counts: dict[str, int] = {}
+        for m in ex.members:
+            counts[m.state] = counts.get(m.state, 0) + 1
+        states = ", ".join(f"{v} {k}" for k, v in counts.items())
+        lines.append(
+            f"Members: {len(ex.members)} of minMember {ex.min_member} exist" + (f" ({states})" if states else "")
+        )
+    if ex.members:
+        rows = [["MEMBER", "STATE", "NODE", "DOMAIN", "REASON"]]
+        rows += [[m.name, m.state, m.node or "-", m.domain or "-", m.reason] for m in ex.members]
+        lines += _table(rows)
+        lines.append("")
+    if ex.domains:
+        lines.append(f"Domains under {ex.topology_key} (room in members like {ex.shape_of}; the gang needs {ex.need}):")
+        rows = [["DOMAIN", "NODES", "ROOM", "HELD BY", "WHY NOT"]]
+        for d in ex.domains:
+            why = "" if d.fits and not d.held_by else d.why_not()
+            if not d.fits and not why:
+                why = f"{d.nodes_fitting} node(s) fit, room {d.room} < {ex.need}"
+            rows.append([d.name, str(d.nodes), str(d.room), ", ".join(d.held_by) or "-", why])
+        lines += _table(rows)
+        lines.append("")
+    dec = ex.decision
+    if dec.result == "pinned":
+        cond = " once ungated" if dec.if_ungated else ""
+        lines.append(f"Now{cond}: would pin {ex.topology_key}={dec.domain} and place {dec.pod} on {dec.node}.")
+    elif dec.result == "schedulable":
+        lines.append(f"Now: would place {dec.pod} on {dec.node}.")
+    elif dec.result == "unschedulable":
+        cond = " once ungated" if dec.if_ungated else ""
+        lines.append(f"Now{cond}: {dec.pod} would not be scheduled: {dec.message}")
+    elif dec.result == "bound":
+        lines.append(f"Bound{' in ' + ex.topology_key + '=' + dec.domain if dec.domain else ' on ' + dec.node}.")
+    else:
+        where = f" in {ex.topology_key}={dec.domain}" if dec.domain else ""
+        lines.append(f"Now: {dec.result}{where}: {dec.message}")
+    if ex.holds:
+        lines.append("")
+        lines.append("Holds:")
+        lines += [f"  {h}" for h in ex.holds]
+    for n in ex.notes:
+        lines.append("")
+        lines.append(n)
+    return "\n".join(lines) + "\n"
+
+
+# ---- command ------------------------------------------------------------------------------------------
+
+
+def parser() -> argparse.ArgumentParser:
+    """``ome-scheduler explain`` flags."""
+    p = argparse.ArgumentParser(
+        prog="ome-scheduler explain",
+        description="Explain why a gang (or pod) is pending and where it would go now: its members, every domain's "
+        "room, holds and per-node reasons, and the scheduler's decision in dry run (read-only).",
+    )
+    p.add_argument("kind", choices=("pod", "podgroup", "pg"), help="what to explain")
+    p.add_argument("target", metavar="NS/NAME", help="namespace/name")
+    p.add_argument("--config", help="KubeSchedulerConfiguration file (default: the built-in, the chart's default)")
+    p.add_argument("--kubeconfig", help="kubeconfig (default: KUBECONFIG, ~/.kube/config, in-cluster)")
+    p.add_argument("--master", help="API server URL (overrides the kubeconfig)")
+    p.add_argument("--snapshot", help="explain from a snapshot file instead of the live cluster")
+    p.add_argument("--output", "-o", choices=("text", "json"), default="text", help="report format")
+    return p
+
+
+def explain(
+    cfg: KubeSchedulerConfiguration, snapshot: ClusterSnapshot, kind: str, namespace: str, name: str
+) -> Explanation | str:
+    """Explain ``kind`` (``pod`` or ``podgroup``) ``namespace/name`` in ``snapshot`` under ``cfg``;
+    a string says why it cannot be explained (not found)."""
+    return Explainer(cfg, snapshot).run("pod" if kind == "pod" else "podgroup", namespace, name)
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run ``ome-scheduler explain``; returns the exit status."""
+    args = parser().parse_args(list(argv))
+    logs.configure(0, "text")  # the offline engine's own log lines would only repeat the report
+    ns, sep, name = args.target.partition("/")
+    if not sep or not ns or not name:
+        sys.stderr.write(f"Error: {args.target!r} is not NAMESPACE/NAME\n")
+        return 2
+    try:
+        cfg = load_config(args.config)
+    except ConfigError as exc:
+        sys.stderr.write(f"Error: invalid configuration: {exc}\n")
+        return 1
+    if args.snapshot:
+        try:
+            snap: ClusterSnapshot | str = read_snapshot(Path(args.snapshot))
+        except SnapshotError as exc:
+            snap = str(exc)
+    else:
+        from ome_scheduler.snapshot import take
+
+        snap = asyncio.run(take(args.kubeconfig, args.master))
+    if isinstance(snap, str):
+        sys.stderr.write(f"Error: {snap}\n")
+        return 1
+    try:
+        ex = explain(cfg, snap, args.kind, ns, name)
+    except ConfigError as exc:
+        sys.stderr.write(f"Error: invalid configuration: {exc}\n")
+        return 1
+    if isinstance(ex, str):
+        sys.stderr.write(f"Error: {ex}\n")
+        return 1
+    if args.output == "json":
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(ex.to_json()), indent=2).decode() + "\n")
+    else:
+        sys.stdout.write(render_text(ex))
+    return 0

@@ -1,0 +1,194 @@
+"""``ome-scheduler explain``: the offline engine in dry run over hand-built snapshots.
+
+Each scenario is checked against what the engine itself does with the same cluster:
+``ome-scheduler simulate`` (the scheduler's loop on a simulated clock) must bind the gang in the
+domain explain chose, or record the message explain printed. ``e2e/test_explain.py`` does the
+same against the live scheduler.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from e2e.manifests import HOSTNAME, chart_config, node, pod, pod_group
+from ome_scheduler.api.core import Namespace, Node, Pod
+from ome_scheduler.api.scheduling import PodGroup
+from ome_scheduler.api.snapshot import ClusterSnapshot, SnapshotMeta, write_snapshot
+from ome_scheduler.config.load import parse_config
+from ome_scheduler.explain import Explanation, explain, render_text
+from ome_scheduler.simulate import Simulation
+
+DK = "example.com/clique"
+NS = "team"
+CFG = parse_config(chart_config())
+
+
+def nodes(spec: dict[str, int]) -> list[dict[str, Any]]:
+    return [node(f"{d}-{i}", {DK: d}) for d, n in spec.items() for i in range(n)]
+
+
+def snap(node_dicts: list[dict[str, Any]], objs: list[dict[str, Any]]) -> ClusterSnapshot:
+    def with_uid(o: dict[str, Any]) -> dict[str, Any]:
+        md = o["metadata"]
+        return {**o, "metadata": {**md, "uid": md.get("uid") or f"uid-{md.get('namespace', '')}-{md['name']}"}}
+
+    return ClusterSnapshot(
+        metadata=SnapshotMeta(taken_at="2026-12-01T00:00:00Z"),
+        nodes=[msgspec.convert(n, Node) for n in node_dicts],
+        namespaces=[msgspec.convert({"metadata": {"name": NS}}, Namespace)],
+        pods=[msgspec.convert(with_uid(o), Pod) for o in objs if o["kind"] == "Pod"],
+        pod_groups=[msgspec.convert(with_uid(o), PodGroup) for o in objs if o["kind"] == "PodGroup"],
+    )
+
+
+def gang(name: str, size: int, members: int | None = None, **kw: Any) -> list[dict[str, Any]]:
+    out = [pod_group(name, NS, size, topology_key=DK)]
+    out += [pod(f"{name}-{i}", NS, gang=name, anti_affinity_on=HOSTNAME, **kw) for i in range(members or size)]
+    return out
+
+
+def explained(s: ClusterSnapshot, name: str, kind: str = "podgroup") -> Explanation:
+    ex = explain(CFG, s, kind, NS, name)
+    assert isinstance(ex, Explanation), ex
+    return ex
+
+
+def simulated(s: ClusterSnapshot) -> dict[str, Any]:
+    """Gang -> (status, domains, reason) after the scheduler's own loop ran on ``s``."""
+    res = Simulation(CFG, s).run()
+    return {g.gang: (g.status, g.domains, g.reason) for g in res.gangs}
+
+
+def test_a_gang_that_fits_is_pinned_where_the_scheduler_binds_it() -> None:
+    s = snap(nodes({"three": 3, "four": 4}), gang("g", 3))
+    ex = explained(s, "g")
+    assert [(d.name, d.room, d.fits) for d in ex.domains] == [("four", 4, True), ("three", 3, True)]
+    assert (ex.decision.result, ex.decision.domain) == ("pinned", "three")  # best fit: least room that fits
+    assert ex.decision.node.startswith("three-")
+    assert [m.state for m in ex.members] == ["pending"] * 3
+    assert simulated(s)[f"{NS}/g"][:2] == ("bound", ["three"])
+    text = render_text(ex)
+    assert f"Now: would pin {DK}=three and place g-0 on {ex.decision.node}." in text
+
+
+def test_no_room_gives_the_schedulers_message_and_each_domains_reasons() -> None:
+    s = snap(nodes({"a": 2, "b": 2}), gang("g", 3) + [pod("hog", NS, node_name="a-0")])
+    ex = explained(s, "g")
+    msg = f"0/4 nodes are available: no domain has room for gang {NS}/g. no new claims to deallocate"
+    assert (ex.decision.result, ex.decision.message) == ("unschedulable", msg)
+    assert simulated(s)[f"{NS}/g"] == ("pending", [], msg)
+    a, b = ex.domains
+    assert (a.name, a.room, a.fits, a.reasons, a.nodes_fitting) == (
+        "a",
+        1,
+        False,
+        {"Insufficient nvidia.com/gpu": 1},
+        1,
+    )
+    assert (b.name, b.room, b.fits, b.reasons) == ("b", 2, False, {})
+    text = render_text(ex)
+    assert "a       2      1     -        1 Insufficient nvidia.com/gpu" in text
+    assert "b       2      2     -        2 node(s) fit, room 2 < 3" in text
+
+
+def test_a_hold_is_derived_from_a_member_waiting_at_permit() -> None:
+    """Gang h waits at Permit on b-0 (nominated) for a member nobody schedules: its domain is held,
+    so gang s (one member) finds every fitting domain reserved, as the live scheduler says."""
+    held = gang("h", 2)
+    held[1]["status"] = {"nominatedNodeName": "b-0"}
+    held[2] = pod("h-1", NS, gang="h", anti_affinity_on=HOSTNAME, scheduler="nobody")
+    s = snap(nodes({"a": 1, "b": 2}), held + gang("s", 1) + [pod("hog", NS, node_name="a-0")])
+    ex = explained(s, "s")
+    assert ex.decision.message == (
+        f"0/3 nodes are available: no domain has room for gang {NS}/s: every fitting domain is reserved for a "
+        "forming gang. no new claims to deallocate"
+    )
+    b = next(d for d in ex.domains if d.name == "b")
+    assert b.held_by == [f"{NS}/h (1 more)"]
+    assert b.reasons == {"Insufficient nvidia.com/gpu": 1, "node is reserved for a forming gang": 1}
+    assert ex.holds == [f"{NS}/h holds {DK}=b for 1 more member(s) (1 member(s) waiting at Permit)"]
+    h = explained(s, "h")
+    assert [(m.name, m.state, m.node, m.domain) for m in h.members] == [
+        ("h-0", "waiting", "b-0", "b"),
+        ("h-1", "not-ours", "", ""),
+    ]
+    assert (h.decision.result, h.decision.domain) == ("waiting", "b")
+
+
+def test_a_hold_is_derived_from_the_placement_annotation() -> None:
+    objs = gang("h", 2, members=1) + gang("s", 1)
+    objs[0]["metadata"]["annotations"].update(
+        {"ome.io/placement": "Holding", "ome.io/placement-domain": "b", "ome.io/placement-topology-key": DK}
+    )
+    s = snap(nodes({"b": 2}), objs)
+    ex = explained(s, "s")
+    assert ex.decision.result == "unschedulable" and "reserved for a forming gang" in ex.decision.message
+    assert ex.holds == [f"{NS}/h holds {DK}=b for 2 more member(s) (ome.io/placement: Holding)"]
+
+
+def test_templates_incomplete_and_gated_members() -> None:
+    s = snap(nodes({"a": 2}), gang("g", 3, members=2))
+    ex = explained(s, "g")
+    assert ex.decision.message == (
+        f"0/2 nodes are available: waiting for all PodGroup member templates for {NS}/g. no new claims to deallocate"
+    )
+    gated = snap(nodes({"a": 2, "b": 3}), gang("g", 2, gates=["example.com/hold"]))
+    ex = explained(gated, "g")
+    assert [m.state for m in ex.members] == ["gated", "gated"]
+    assert (ex.decision.result, ex.decision.domain, ex.decision.if_ungated) == ("pinned", "a", True)
+    assert "Now once ungated: would pin" in render_text(ex)
+
+
+def test_a_bound_gang_and_explain_pod() -> None:
+    objs = gang("g", 2)
+    objs[1]["spec"]["nodeName"] = "a-0"
+    objs[2]["spec"]["nodeName"] = "a-1"
+    s = snap(nodes({"a": 2, "b": 2}), objs + [pod("solo", NS)])
+    ex = explained(s, "g-1", kind="pod")
+    assert (ex.kind, ex.name, ex.decision.result, ex.decision.domain) == ("PodGroup", "g", "bound", "a")
+    assert ex.domains == []
+    solo = explained(s, "solo", kind="pod")
+    assert solo.kind == "Pod" and solo.decision.result == "schedulable" and solo.decision.node.startswith("b-")
+    assert explain(CFG, s, "pod", NS, "nope") == f"pod {NS}/nope not found (or it has finished)"
+    assert explain(CFG, s, "podgroup", NS, "nope") == f"podgroup {NS}/nope not found, and no pod names it"
+
+
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_the_command_reads_a_snapshot_file(tmp_path: Path, output: str) -> None:
+    s = snap(nodes({"three": 3, "four": 4}), gang("g", 3))
+    path = tmp_path / "snap.json"
+    write_snapshot(s, path)
+    cmd = [
+        sys.executable,
+        "-m",
+        "ome_scheduler",
+        "explain",
+        "podgroup",
+        f"{NS}/g",
+        "--snapshot",
+        str(path),
+        "-o",
+        output,
+    ]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    if output == "json":
+        doc = json.loads(r.stdout)
+        assert doc["decision"]["result"] == "pinned" and doc["decision"]["domain"] == "three"
+        assert [d["domain"] for d in doc["domains"]] == ["four", "three"]
+    else:
+        assert r.stdout.startswith(f"PodGroup {NS}/g: minMember 3, scheduleTimeoutSeconds 300, topology key {DK}\n")
+    bad = subprocess.run(
+        [sys.executable, "-m", "ome_scheduler", "explain", "podgroup", f"{NS}/x", "--snapshot", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 1 and bad.stderr == f"Error: podgroup {NS}/x not found, and no pod names it\n"
