@@ -9,7 +9,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -312,13 +311,6 @@ def proc_cpu_rss(pid: int) -> tuple[float, float]:
     return cpu, rss
 
 
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def podgroup_writes(api: BenchApi) -> int:
     """PodGroup writes the API server has answered (``apiserver_request_total``, PUT and PATCH
     of ``podgroups`` and ``podgroups/status``): what ome-scheduler's status keeper sent."""
@@ -352,7 +344,8 @@ def scheduler_config(which: str, cluster: Cluster, qps: float, burst: int) -> di
 
 
 def start_scheduler(which: str, cluster: Cluster, workdir: Path, qps: float, burst: int) -> subprocess.Popen[bytes]:
-    """Start one scheduler (log: ``workdir/<which>.log``) in its own session.
+    """Start one scheduler (log: ``workdir/<which>.log``) in its own session, serving no HTTPS
+    (``--secure-port=0``: no port to collide with another process's).
 
     ``BENCH_OME_PROFILE`` (e.g. ``py-spy record --format raw -o ome.txt --``) wraps
     ome-scheduler; ``BENCH_OME_V`` sets its ``--v``.
@@ -363,7 +356,7 @@ def start_scheduler(which: str, cluster: Cluster, workdir: Path, qps: float, bur
     path.write_text(yaml.safe_dump(scheduler_config(which, cluster, qps, burst)))
     if which in (KUBE, COSCHED):
         binary = "kube-scheduler" if which == KUBE else "scheduler-plugins"
-        argv = [str(cluster.bin_dir / binary), f"--config={path}", f"--secure-port={free_port()}", "--v=1"]
+        argv = [str(cluster.bin_dir / binary), f"--config={path}", "--secure-port=0", "--v=1"]
     else:
         argv = [
             sys.executable,

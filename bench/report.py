@@ -25,14 +25,19 @@ NOT_COMPARED = [
         "tried 2026-11-30 as a wrapper module with `go build -mod=mod`: the module proxy refuses the "
         "source: `volcano.sh/volcano@v1.13.0: reading https://proxy.golang.org/volcano.sh/volcano/@v/v1.13.0.zip: "
         "403 Forbidden` (`server response: This module version is not available.`); the same for v1.12.2; "
-        "`@v/list` answers 403 and `@latest` 404.",
+        "`@v/list` answers 403 and `@latest` 404. Tried again before the 2026-11-30 run: "
+        "`go mod download -json volcano.sh/volcano@latest`: `module volcano.sh/volcano: reading "
+        "https://proxy.golang.org/volcano.sh/volcano/@v/list: 403 Forbidden` (`server response: This module "
+        "version is not available.`).",
     ),
     (
         "Apache YuniKorn (github.com/apache/yunikorn-k8shim pkg/cmd/shim)",
         "tried 2026-11-30 the same way: v1.7.0's go.mod is refused (403); v1.6.3's go.mod is served, but its "
         "source is not: `github.com/apache/yunikorn-k8shim@v1.6.3: reading "
         "https://proxy.golang.org/github.com/apache/yunikorn-k8shim/@v/v1.6.3.zip: 403 Forbidden` "
-        "(`server response: This module version is not available.`).",
+        "(`server response: This module version is not available.`). Tried again before the 2026-11-30 run: "
+        "`go mod download -json github.com/apache/yunikorn-k8shim@latest`: `reading "
+        "https://proxy.golang.org/github.com/apache/yunikorn-k8shim/@v/list: 403 Forbidden` (same response).",
     ),
 ]
 """Gang schedulers issue 14 asked for that could not be built here, with the exact errors."""

@@ -208,14 +208,17 @@ class OpenLoop:
                 emitted += len(pods)
             await asyncio.sleep(0.01)
 
-    async def warm_up(self, timeout: float = 120.0) -> None:
-        """One standalone pod, bound within ``timeout``: the scheduler is up and synced."""
+    async def warm_up(self, proc: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
+        """One standalone pod, bound within ``timeout``: the scheduler is up and synced.
+        RuntimeError when it is not, or when ``proc`` (the scheduler) exits meanwhile."""
         gang, pods = self._next_unit()
         while gang:
             gang, pods = self._next_unit()
         self._queue.put_nowait((time.monotonic(), gang, pods))
         deadline = time.monotonic() + timeout
         while pods[0] not in self.bound:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{self.sched} exited with {proc.returncode} before its warm-up pod was bound")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{self.sched}: warm-up pod not bound within {timeout:.0f} s")
             await asyncio.sleep(0.1)
@@ -364,7 +367,7 @@ async def ramp(api: BenchApi, which: str, plan: SteadyPlan, node_domain: dict[st
     cap = plan.max_rate(8 * len(node_domain))
     cpu0 = 0.0
     try:
-        await loop.warm_up()
+        await loop.warm_up(proc)
         cpu0, _ = proc_cpu_rss(proc.pid)
         rate = plan.start_rate
         for _ in range(plan.max_steps):
@@ -406,7 +409,7 @@ async def steady(
     await loop.start()
     proc = start()
     try:
-        await loop.warm_up()
+        await loop.warm_up(proc)
         cpu0, _ = proc_cpu_rss(proc.pid)
         n_bound0 = len(loop.bound)
         t_a = time.monotonic()

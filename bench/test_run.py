@@ -10,7 +10,7 @@ import pytest
 
 from bench.common import COSCHED, KUBE, OME, POD_GROUP_LABEL, RunResult
 from bench.report import ReportContext, write_report
-from bench.run import ALL_SCENARIOS, Sizes, plan, scenario_objects
+from bench.run import ALL_SCENARIOS, Sizes, check_small, plan, scenario_objects
 from bench.steady import SteadyPlan, step_stats
 from bench.test_micro import _chart, _NoIO
 from e2e.manifests import coscheduling_config, kube_counterpart_config
@@ -196,3 +196,17 @@ def test_report_has_every_table_and_plot(tmp_path: Path) -> None:
     for suffix in ("", "-scale", "-steady"):
         png = md.with_name(md.stem + suffix + ".png")
         assert png.exists() and png.stat().st_size > 1000
+
+
+def test_small_check_fails_gang_schedulers_only() -> None:
+    ok = _r("S2", OME, 100.0, gangs_in_one_domain="10/10")
+    assert check_small(ok) == ([], [])
+    split = _r("S2", OME, 100.0, gangs_in_one_domain="9/10")
+    assert check_small(split)[0] == ["ome-scheduler kept 9/10 gangs in one clique in S2"]
+    # Coscheduling has no cliques (noted), but must bind every pod
+    co = _r("S2", COSCHED, 100.0, gangs_in_one_domain="0/10")
+    assert check_small(co) == ([], ["coscheduling kept 0/10 gangs in one clique in S2"])
+    co_unbound = _r("S4", COSCHED, 100.0, bound=990, gangs_in_one_domain="0/10")
+    assert check_small(co_unbound)[0] == ["coscheduling bound 990/1000 pods in S4"]
+    kube_unbound = _r("S1", KUBE, 100.0, bound=990)
+    assert check_small(kube_unbound) == ([], ["kube-scheduler bound 990/1000 pods in S1"])
