@@ -58,6 +58,8 @@ class ReportContext:
     machine: dict[str, str] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
     elapsed_s: float = 0.0
+    loads: dict[str, str] = field(default_factory=dict)
+    """Scenario label -> the machine's 1/5/15-minute load averages when it ended (others share the machine)."""
 
 
 def median_result(rs: Sequence[RunResult]) -> RunResult:
@@ -231,6 +233,16 @@ def write_report(out: Path, results: dict[tuple[str, str], list[RunResult]], ctx
         "",
         "Versions: " + "; ".join(f"{k}: {v}" for k, v in ctx.versions.items()) + ".",
         "",
+        *(
+            [
+                "Load average (1/5/15 min) when each scenario ended: "
+                + "; ".join(f"{k} {v}" for k, v in ctx.loads.items())
+                + ".",
+                "",
+            ]
+            if ctx.loads
+            else []
+        ),
         "Sizes: `" + json.dumps(ctx.sizes) + "`",
         "",
         "## S1-S4 and the binding limit",

@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -532,6 +533,7 @@ async def amain(args: argparse.Namespace) -> int:
                     notes += note
             print(f"{v.label}: {time.monotonic() - t_scen:.0f} s", flush=True)
             ctx.elapsed_s = time.monotonic() - t_begin
+            ctx.loads[v.label] = " ".join(f"{x:.2f}" for x in os.getloadavg())
             md = write_report(out, results, ctx)
         print(f"wrote {md} ({(time.monotonic() - t_begin) / 60:.1f} min)")
         for n in notes:

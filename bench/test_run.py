@@ -186,6 +186,7 @@ def test_report_has_every_table_and_plot(tmp_path: Path) -> None:
         }
         results[("S6", sched)] = [_r("S6", sched, 100.0, notes=notes)]
     ctx = ReportContext(command="python -m bench.run", small=False, qps=5000, burst=5000, sizes={"nodes": 5000})
+    ctx.loads["S1"] = "1.00 2.00 3.00"
     md = write_report(tmp_path, results, ctx)
     text = md.read_text()
     assert "| S1 | ome-scheduler | 5000 | 1000 | 700.0 |" in text
@@ -193,6 +194,7 @@ def test_report_has_every_table_and_plot(tmp_path: Path) -> None:
     assert "## S5 scale" in text and "| S2 | Coscheduling | 20,000 |" in text
     assert "## S6 steady state" in text and "fell behind at 200 pods/s" in text
     assert "Volcano" in text and "YuniKorn" in text
+    assert "when each scenario ended: S1 1.00 2.00 3.00." in text
     for suffix in ("", "-scale", "-steady"):
         png = md.with_name(md.stem + suffix + ".png")
         assert png.exists() and png.stat().st_size > 1000
