@@ -468,6 +468,8 @@ async def amain(args: argparse.Namespace) -> int:
         sz.s6.steady_s = args.steady_seconds
     if args.step_seconds:
         sz.s6.step_s = args.step_seconds
+    if args.max_lag_seconds:
+        sz.s6.max_lag_s = args.max_lag_seconds
     stall = args.stall_seconds or (15.0 if args.small else STALL_S)
     scheds = args.schedulers.split(",")
     unknown = set(scheds) - set(SCHEDULERS)
@@ -561,6 +563,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--scale", type=float, default=1.0, help="multiply every default count (nodes, pods, gangs)")
     p.add_argument("--steady-seconds", type=float, default=0, help="S6 steady run length (default 300; --small 10)")
     p.add_argument("--step-seconds", type=float, default=0, help="S6 ramp step length (default 20; --small 5)")
+    p.add_argument(
+        "--max-lag-seconds", type=float, default=0, help="S6: p99 creation lag up to which a rate counts as offered (1)"
+    )
     p.add_argument(
         "--stall-seconds", type=float, default=0, help="end a run after this long without a bind (30; --small 15)"
     )

@@ -212,3 +212,13 @@ def test_small_check_fails_gang_schedulers_only() -> None:
     assert check_small(co_unbound)[0] == ["coscheduling bound 990/1000 pods in S4"]
     kube_unbound = _r("S1", KUBE, 100.0, bound=990)
     assert check_small(kube_unbound) == ([], ["kube-scheduler bound 990/1000 pods in S1"])
+
+
+def test_creation_lag_bound_decides_offered() -> None:
+    created = [(i / 100, f"p{i}") for i in range(1000)]
+    bound = {name: (tc + 0.2, "n0") for tc, name in created}
+    lag = [(tc, 1.5) for tc, _ in created]  # the harness answered each POST 1.5 s late
+    strict = step_stats(SteadyPlan(), created, bound, lag, 0, 0.0, 10.0, 100, now=10.0)
+    assert not strict.offered and not strict.sustained
+    lenient = step_stats(SteadyPlan(max_lag_s=2.0), created, bound, lag, 0, 0.0, 10.0, 100, now=10.0)
+    assert lenient.offered and lenient.sustained
