@@ -3,7 +3,7 @@
 #   make test    lint, type checks, unit tests and end-to-end tests (what CI runs)
 #   make demo-stop  stop the demo's ome-scheduler, keep the control plane
 #   make down    stop the local control plane and ome-scheduler
-#   make bench   ome-scheduler against kube-scheduler 1.35.4 on one API server (tens of minutes)
+#   make bench   ome-scheduler, Coscheduling and kube-scheduler on one API server, S1-S6 (hours at full size)
 #   make soak    30 minutes of churn with API server and network faults (make soak-ci: 3 minutes, part of test)
 PY ?= python3
 VENV := .venv

@@ -26,7 +26,8 @@ from typing import Any
 
 import msgspec
 
-from bench.run import NS, OME_NAME, Sizes, node_obj, scenario_objects
+from bench.common import NS, OME, SCHEDULER_NAME, node_obj
+from bench.run import Sizes, scenario_objects
 from ome_scheduler.api.core import Namespace, Node
 from ome_scheduler.api.snapshot import ClusterSnapshot, SnapshotMeta, write_snapshot
 
@@ -45,7 +46,7 @@ def write_inputs(sz: Sizes, work: Path) -> tuple[Path, Path]:
         namespaces=[msgspec.convert({"metadata": {"name": NS}}, Namespace)],
     )
     write_snapshot(snap, work / "s2-snapshot.json")
-    pgs, pods, _ = scenario_objects("S2", sz, OME_NAME)
+    pgs, pods, _ = scenario_objects("S2", sz, SCHEDULER_NAME[OME])
     add = work / "s2-gangs.json"
     add.write_bytes(msgspec.json.encode({"apiVersion": "v1", "kind": "List", "items": pgs + pods}))
     return work / "s2-snapshot.json", add

@@ -8,6 +8,9 @@
 #   plugins and web UI assets: the dashboard test scrapes a static target through the HTTP API)
 #   toxiproxy-server (github.com/Shopify/toxiproxy/v2/cmd/server): the fault-injecting TCP proxy
 #   that e2e/faults/ puts between ome-scheduler and kube-apiserver
+#   scheduler-plugins' scheduler (sigs.k8s.io/scheduler-plugins v0.34.7 cmd/scheduler, as
+#   "scheduler-plugins"): kube-scheduler 1.34.7 with Coscheduling, the gang scheduler bench/run.py
+#   compares with (built with -mod=mod, see e2e/tools/scheduler-plugins/go.mod)
 # from the wrapper modules under e2e/tools/, whose go.mod and go.sum are committed.
 #
 # Every binary set is cached outside the checkout, in a directory keyed by the wrapper's
@@ -47,18 +50,30 @@ MPI_VERSION=$(awk '$1=="github.com/kubeflow/mpi-operator"{print $2}' "$here/tool
 ld_mpi="-s -w -X github.com/kubeflow/mpi-operator/pkg/version.Version=$MPI_VERSION"
 TOXI_VERSION=$(awk '$1=="github.com/Shopify/toxiproxy/v2"{print $2}' "$here/tools/toxiproxy/go.mod")
 ld_toxi="-s -w -X github.com/Shopify/toxiproxy/v2.Version=$TOXI_VERSION"
+# scheduler-plugins v0.34.7 is built on Kubernetes 1.34.7 libraries; it refuses to start with
+# its own module version (v0.34.7) as gitVersion, so it carries the Kubernetes one.
+ld_sp="-s -w"
+for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  ld_sp="$ld_sp -X $p.gitVersion=v1.34.7 -X $p.gitMajor=1 -X $p.gitMinor=34"
+  ld_sp="$ld_sp -X $p.gitTreeState=clean -X $p.buildDate=2026-01-01T00:00:00Z"
+done
 
 # The go command names a binary after its package path's last element, skipping a /vN suffix.
 binname() { local b; b=$(basename "$1"); [[ $b =~ ^v[0-9]+$ ]] && b=$(basename "$(dirname "$1")"); echo "$b"; }
 
-# [TAGS=...] build <set> <ldflags> <package>...   (TAGS: Go build tags, default selinux,notest)
+# [TAGS=...] [MODMOD=1] build <set> <ldflags> <package>...
+#   TAGS: Go build tags, default selinux,notest
+#   MODMOD=1: no `go mod download`, and `go build -mod=mod` (for a wrapper whose module graph
+#   names versions the proxy refuses but the build never needs)
 build() {
   local set=$1 ld=$2; shift 2
   local tags=${TAGS:-selinux,notest}
+  local modmod=${MODMOD:-0}
   local key
   # The default tags leave the key as it was before tags were configurable (caches stay warm).
   local flags="$ld $*"
   [ "$tags" = "selinux,notest" ] || flags="$flags tags=$tags"
+  [ "$modmod" = 0 ] || flags="$flags mod=mod"
   key=$(cat "$here/tools/$set/go.sum" <(echo "$flags") | sha256sum | cut -c1-12)
   local dir="$cache/$set-$key"
   local missing=0 p
@@ -68,8 +83,17 @@ build() {
     local start=$SECONDS
     local tmp
     tmp=$(mktemp -d "$dir.tmp.XXXXXX")
-    (cd "$here/tools/$set" && go mod download && \
-      go build -trimpath -tags="$tags" -ldflags="$ld" -o "$tmp/" "$@") >&2
+    if [ "$modmod" = 0 ]; then
+      (cd "$here/tools/$set" && go mod download && \
+        go build -trimpath -tags="$tags" -ldflags="$ld" -o "$tmp/" "$@") >&2
+    else
+      # A copy of the wrapper, so that -mod=mod never rewrites the committed go.mod/go.sum.
+      local src
+      src=$(mktemp -d)
+      cp "$here/tools/$set"/* "$src/"
+      (cd "$src" && go build -mod=mod -trimpath -tags="$tags" -ldflags="$ld" -o "$tmp/" "$@") >&2
+      rm -rf "$src"
+    fi
     rm -rf "$dir" && mv "$tmp" "$dir"
     echo "==> $set built in $((SECONDS - start)) s" >&2
   else
@@ -91,6 +115,9 @@ build toxiproxy "$ld_toxi" github.com/Shopify/toxiproxy/v2/cmd/server
 # Its main package is .../cmd/server, so the go command calls the binary "server" as well.
 ln -sfn "$(readlink "$cache/current/server")" "$cache/current/toxiproxy-server" && rm -f "$cache/current/server"
 TAGS=remove_all_sd build prometheus "$ld_prom" github.com/prometheus/prometheus/cmd/prometheus
+MODMOD=1 build scheduler-plugins "$ld_sp" sigs.k8s.io/scheduler-plugins/cmd/scheduler
+# Its main package is .../cmd/scheduler; "scheduler" alone would say nothing in current/.
+ln -sfn "$(readlink "$cache/current/scheduler")" "$cache/current/scheduler-plugins" && rm -f "$cache/current/scheduler"
 
 "$cache/current/kube-apiserver" --version >&2
 echo "$cache/current"

@@ -30,6 +30,7 @@ from e2e.audit import AuditLog
 from e2e.cluster import Cluster, node_not_ready
 from e2e.manifests import HOSTNAME, POD_GROUP_LABEL, SCHEDULER_NAME, TOPOLOGY_ANNOTATION, pod, pod_group, unique
 from e2e.manifests import chart_config as chart_config  # re-exported: tests/ and bench/ import it from here
+from e2e.manifests import coscheduling_config as coscheduling_config  # re-exported for bench/run.py
 from e2e.manifests import kube_counterpart_config as kube_counterpart_config  # re-exported for bench/run.py
 from e2e.processes import free_ports
 

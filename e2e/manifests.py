@@ -2,7 +2,8 @@
 
 Plain dicts as the API server takes them (``apiVersion``, ``kind``, ``metadata``, ``spec``,
 ``status``), including the jobs of the job operators (``mpi_job``, ``pytorch_job``). ``chart_config`` is the KubeSchedulerConfiguration the Helm chart renders;
-``kube_counterpart_config`` the stock kube-scheduler configured to match it. Nothing here talks to
+``kube_counterpart_config`` the stock kube-scheduler configured to match it, ``coscheduling_config``
+scheduler-plugins' Coscheduling on the same profile. Nothing here talks to
 a cluster (``e2e/helpers.py`` does).
 """
 
@@ -373,6 +374,40 @@ def kube_counterpart_config(
             }
         ],
     }
+
+
+def coscheduling_config(
+    scheduler_name: str,
+    kubeconfig: str,
+    *,
+    qps: float | None = None,
+    burst: int | None = None,
+    permit_wait_s: int = 600,
+) -> dict[str, Any]:
+    """scheduler-plugins' scheduler (v0.34.7) configured as ``kube_counterpart_config`` plus
+    Coscheduling at queueSort (replacing PrioritySort), preFilter, postFilter, permit and reserve.
+
+    Coscheduling reads the same ``scheduling.x-k8s.io/v1alpha1`` PodGroups and the
+    ``scheduling.x-k8s.io/pod-group`` pod label as OMEGangPack; ``permit_wait_s`` is its
+    ``permitWaitingTimeSeconds`` (a PodGroup's ``scheduleTimeoutSeconds`` overrides it). It has
+    no topology domains: nothing keeps a gang in one clique. These are the extension points
+    Coscheduling implements, so this is what scheduler-plugins'
+    ``manifests/coscheduling/scheduler-config.yaml`` enables with ``multiPoint``.
+    """
+    cfg = kube_counterpart_config(scheduler_name, kubeconfig, qps=qps, burst=burst)
+    profile = cfg["profiles"][0]
+    co = [{"name": "Coscheduling"}]
+    profile["plugins"].update(
+        {
+            "queueSort": {"enabled": co, "disabled": [{"name": "*"}]},
+            "preFilter": {"enabled": co},
+            "postFilter": {"enabled": co},
+            "permit": {"enabled": co},
+            "reserve": {"enabled": co},
+        }
+    )
+    profile["pluginConfig"].append({"name": "Coscheduling", "args": {"permitWaitingTimeSeconds": permit_wait_s}})
+    return cfg
 
 
 def chart_config(
