@@ -13,7 +13,7 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +65,8 @@ class RunResult:
     """Pods bound when the run ended (-1: all); a run ends early after STALL_S without a bind."""
     nodes: int = 0
     notes: dict[str, Any] = field(default_factory=dict)
+    gangs_split: int = 0
+    """Gangs some but not all of whose members were bound when the run ended (all-or-nothing broken)."""
 
 
 # ---- objects ---------------------------------------------------------------------------
@@ -410,3 +412,13 @@ def gangs_in_one_domain(
         if len({node_domain.get(bound[m][1]) for m in members}) == 1:
             one += 1
     return one, whole, skews
+
+
+def gangs_split(gangs: dict[str, list[str]], bound: Container[str]) -> int:
+    """Gangs (name -> member pods) with some but not all members in ``bound``."""
+    n = 0
+    for members in gangs.values():
+        k = sum(1 for m in members if m in bound)
+        if 0 < k < len(members):
+            n += 1
+    return n

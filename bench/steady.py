@@ -40,6 +40,7 @@ from bench.common import (
     SCHEDULER_NAME,
     BenchApi,
     gangs_in_one_domain,
+    gangs_split,
     pct,
     pod_group_obj,
     pod_obj,
@@ -356,6 +357,7 @@ class SteadyResult:
     rss_mb: float
     bound_rate: float
     extra: dict[str, Any] = field(default_factory=dict)
+    gangs_split: int = 0
 
 
 Starter = Callable[[], subprocess.Popen[bytes]]
@@ -448,6 +450,7 @@ async def steady(
         rss_mb=rss,
         bound_rate=(n_bound1 - n_bound0) / max(t_b - t_a, 1e-6),
         extra={"at_end_of_arrivals": asdict(stats_end)},
+        gangs_split=gangs_split(gangs, loop.bound),
     )
 
 

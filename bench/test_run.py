@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bench.common import COSCHED, KUBE, OME, POD_GROUP_LABEL, RunResult
+from bench.common import COSCHED, KUBE, OME, POD_GROUP_LABEL, RunResult, gangs_split
 from bench.report import ReportContext, write_report
 from bench.run import ALL_SCENARIOS, Sizes, check_small, plan, scenario_objects
 from bench.steady import SteadyPlan, step_stats
@@ -205,13 +205,23 @@ def test_small_check_fails_gang_schedulers_only() -> None:
     assert check_small(ok) == ([], [])
     split = _r("S2", OME, 100.0, gangs_in_one_domain="9/10")
     assert check_small(split)[0] == ["ome-scheduler kept 9/10 gangs in one clique in S2"]
-    # Coscheduling has no cliques (noted), but must bind every pod
-    co = _r("S2", COSCHED, 100.0, gangs_in_one_domain="0/10")
-    assert check_small(co) == ([], ["coscheduling kept 0/10 gangs in one clique in S2"])
-    co_unbound = _r("S4", COSCHED, 100.0, bound=990, gangs_in_one_domain="0/10")
-    assert check_small(co_unbound)[0] == ["coscheduling bound 990/1000 pods in S4"]
-    kube_unbound = _r("S1", KUBE, 100.0, bound=990)
-    assert check_small(kube_unbound) == ([], ["kube-scheduler bound 990/1000 pods in S1"])
+    ome_unbound = _r("S1", OME, 100.0, bound=999)
+    assert check_small(ome_unbound)[0] == ["ome-scheduler bound 999/1000 pods in S1"]
+    # Coscheduling has no cliques and may leave a whole gang pending (noted), but never splits one
+    co = _r("S4", COSCHED, 100.0, bound=984, gangs_in_one_domain="0/10")
+    assert check_small(co) == (
+        [],
+        ["coscheduling bound 984/1000 pods in S4", "coscheduling kept 0/10 gangs in one clique in S4"],
+    )
+    co_split = _r("S4", COSCHED, 100.0, bound=990, gangs_in_one_domain="0/10", gangs_split=1)
+    assert check_small(co_split)[0] == ["coscheduling left 1 gang(s) split in S4"]
+    kube = _r("S2", KUBE, 100.0, bound=990, gangs_split=2)
+    assert check_small(kube)[0] == []
+
+
+def test_gangs_split_counts_partly_bound_gangs() -> None:
+    gangs = {"a": ["a-0", "a-1"], "b": ["b-0", "b-1"], "c": ["c-0", "c-1"]}
+    assert gangs_split(gangs, {"a-0", "a-1", "b-0"}) == 1  # a whole, b split, c pending whole
 
 
 def test_creation_lag_bound_decides_offered() -> None:
