@@ -61,8 +61,9 @@ from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, te
 from ome_scheduler.plugins.gangpack.gang import is_live, topology_key_of
 from ome_scheduler.plugins.gangpack.placement import GangPlanner, group_by_domain
 from ome_scheduler.plugins.gangpack.plugin import OMEGangPack
-from ome_scheduler.simulate import Simulation
+from ome_scheduler.simulate import Simulation, check_quantities
 from ome_scheduler.util.output import write_result
+from ome_scheduler.util.validation import is_qualified_name
 
 DERIVED_HOLDS = (
     "Holds of forming gangs live in the scheduler's memory; they are derived here from what the API shows: "
@@ -408,6 +409,13 @@ class Explainer:
         )
         nodes = self.sch.cache.node_infos()
         by = group_by_domain(nodes, lambda n: n.labels.get(tk, ""))
+        if not by:
+            bad = is_qualified_name(tk)
+            ex.notes.append(
+                f"No node has the label {tk}, so the gang has no domain: "
+                + (f"the key is not a valid label key ({'; '.join(bad)})" if bad else "label the nodes of each domain")
+                + " or name another key (the PodGroup's annotation, or the plugin's topologyKey)."
+            )
         reasons = self._node_reasons(unbound, nodes)
         # Members shaped unlike ``shape`` are filtered too, once per shape, to name one that fits
         # no node of a domain (room is counted in members like ``shape``).
@@ -534,7 +542,11 @@ def render_text(ex: Explanation) -> str:
     elif not ex.pod_group_exists:
         lines.append(f"PodGroup {ex.namespace}/{ex.name} does not exist; {len(ex.members)} pod(s) name it")
     else:
-        sts = f", scheduleTimeoutSeconds {ex.schedule_timeout_seconds}" if ex.schedule_timeout_seconds else ""
+        sts = ""
+        if ex.schedule_timeout_seconds is not None:
+            sts = f", scheduleTimeoutSeconds {ex.schedule_timeout_seconds}"
+            if ex.schedule_timeout_seconds <= 0:
+                sts += " (not positive: the plugin's defaultPermitTimeoutSeconds applies)"
         lines.append(
             f"PodGroup {ex.namespace}/{ex.name}: minMember {ex.min_member}{sts}, "
             f"topology key {ex.topology_key or '(none)'}"
@@ -555,9 +567,8 @@ def render_text(ex: Explanation) -> str:
         for m in ex.members:
             counts[m.state] = counts.get(m.state, 0) + 1
         states = ", ".join(f"{v} {k}" for k, v in counts.items())
-        lines.append(
-            f"Members: {len(ex.members)} of minMember {ex.min_member} exist" + (f" ({states})" if states else "")
-        )
+        of = f" of minMember {ex.min_member}" if ex.min_member is not None else ""
+        lines.append(f"Members: {len(ex.members)}{of} exist" + (f" ({states})" if states else ""))
     if ex.members:
         rows = [["MEMBER", "STATE", "NODE", "DOMAIN", "REASON"]]
         rows += [[m.name, m.state, m.node or "-", m.domain or "-", m.reason] for m in ex.members]
@@ -640,7 +651,9 @@ def main(argv: Sequence[str]) -> int:
         return 1
     if args.snapshot:
         try:
-            snap: ClusterSnapshot | str = read_snapshot(Path(args.snapshot))
+            read = read_snapshot(Path(args.snapshot))
+            check_quantities([*read.nodes, *read.pods], f"snapshot {args.snapshot}")
+            snap: ClusterSnapshot | str = read
         except SnapshotError as exc:
             snap = str(exc)
     else:

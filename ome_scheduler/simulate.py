@@ -73,6 +73,7 @@ from ome_scheduler.simreport import (
     render_text,
 )
 from ome_scheduler.util.output import write_result
+from ome_scheduler.util.quantity import QuantityError, parse_quantity
 from ome_scheduler.util.timestamps import now_rfc3339
 
 GANG_PLUGIN = "OMEGangPack"
@@ -802,6 +803,51 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def bad_quantity(obj: Any) -> str | None:
+    """The first resource quantity of a Node or Pod that is not a Kubernetes quantity, as
+    ``field "name": why`` (None: every one parses). The API server refuses such objects; a
+    snapshot or manifest file written by hand may hold one. Checked: a node's ``capacity`` and
+    ``allocatable``; a pod's container and init container requests and limits, pod-level
+    resources and overhead."""
+    lists: list[tuple[str, dict[str, str]]] = []
+    if isinstance(obj, Node):
+        lists = [("status.capacity", obj.status.capacity), ("status.allocatable", obj.status.allocatable)]
+    elif isinstance(obj, Pod):
+        spec = obj.spec
+        for field_name, containers in (("containers", spec.containers), ("initContainers", spec.init_containers)):
+            for c in containers:
+                lists.append((f"spec.{field_name}[{c.name}].resources.requests", c.resources.requests))
+                lists.append((f"spec.{field_name}[{c.name}].resources.limits", c.resources.limits))
+        lists.append(("spec.overhead", spec.overhead))
+        if spec.resources is not None:
+            lists += [
+                ("spec.resources.requests", spec.resources.requests),
+                ("spec.resources.limits", spec.resources.limits),
+            ]
+    for where, rl in lists:
+        for name, q in rl.items():
+            try:
+                parse_quantity(q)
+            except QuantityError as exc:
+                return f'{where} "{name}": {exc}'
+    return None
+
+
+def check_quantities(objs: Iterable[Any], source: str) -> None:
+    """Refuse input whose Nodes or Pods carry a quantity that does not parse (see
+    :func:`bad_quantity`).
+
+    Raises:
+        SnapshotError: naming ``source`` (the file), the object and the field.
+    """
+    for o in objs:
+        why = bad_quantity(o)
+        if why is not None:
+            kind = "node" if isinstance(o, Node) else "pod"
+            name = f"{o.metadata.namespace}/{o.metadata.name}" if kind == "pod" else o.metadata.name
+            raise SnapshotError(f"{source}: {kind} {name}: {why}")
+
+
 def main(argv: Sequence[str]) -> int:
     """Run ``ome-scheduler simulate``; returns the exit status (1: bad input, with a message)."""
     args = parser().parse_args(list(argv))
@@ -809,7 +855,12 @@ def main(argv: Sequence[str]) -> int:
     try:
         cfg = load_config(args.config)
         snap = read_snapshot(Path(args.snapshot))
-        added = [obj for f in args.add for obj in decode_manifests(Path(f))]
+        check_quantities([*snap.nodes, *snap.pods], f"snapshot {args.snapshot}")
+        added = []
+        for f in args.add:
+            objs = decode_manifests(Path(f))
+            check_quantities(objs, f)
+            added += objs
         sim = Simulation(
             cfg,
             snap,
@@ -833,6 +884,9 @@ def main(argv: Sequence[str]) -> int:
             draw_domain_map(result, Path(args.png), topology_key=args.topology_key)
         except PlotUnavailable as exc:
             sys.stderr.write(f"Error: {exc}\n")
+            return 1
+        except OSError as exc:
+            sys.stderr.write(f"Error: --png: cannot write {args.png}: {exc.strerror or exc}\n")
             return 1
     write_result(args.output, result.to_json, lambda: render_text(result))
     return 0

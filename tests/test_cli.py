@@ -108,6 +108,15 @@ def test_bad_flags_exit_with_a_message(args: list[str], needle: str) -> None:
             "renewDeadline must be greater than retryPeriod*JitterFactor",
         ),
         (lambda c: c.__setitem__("podInitialBackoffSeconds", 20), "podMaxBackoffSeconds"),
+        (
+            lambda c: c["leaderElection"].update({"leaderElect": True, "leaseDuration": "99999999999h"}),
+            "leaderElection.leaseDuration: Invalid value: must be at most 2147483647s",
+        ),
+        (
+            lambda c: c["leaderElection"].update({"leaderElect": True, "resourceNamespace": "Bad_NS!"}),
+            'leaderElection.resourceNamespace: Invalid value: "Bad_NS!"',
+        ),
+        (lambda c: c.__setitem__("clientConnection", {"qps": float("nan")}), "clientConnection.qps: Invalid value"),
     ],
 )
 def test_invalid_configuration_names_the_argument(tmp_path: Path, mutate: object, needle: str) -> None:
@@ -172,6 +181,8 @@ def test_missing_credentials_is_a_clear_error(tmp_path: Path) -> None:
         (["--leader-elect-resource-lock=endpoints"], '"--leader-elect-resource-lock" flag: supported values'),
         (["--leader-elect-retry-period=1h"], "renewDeadline must be greater than retryPeriod*JitterFactor"),
         (["--pod-max-in-unschedulable-pods-duration=-1s"], "must be greater than zero"),
+        (["--leader-elect-lease-duration=99999999999999h"], "leaderElection.leaseDuration: Invalid value"),
+        (["--leader-elect-resource-namespace=Bad NS"], 'leaderElection.resourceNamespace: Invalid value: "Bad NS"'),
     ],
 )
 def test_bad_serving_and_leader_election_flags_fail_before_connecting(args: list[str], needle: str) -> None:

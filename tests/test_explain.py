@@ -163,6 +163,15 @@ def test_a_member_that_fits_no_node_is_named_in_every_domain() -> None:
     assert "Members differ in what they need" in text
 
 
+def test_a_key_no_node_carries_and_a_missing_podgroup_are_said_plainly() -> None:
+    objs = [pod_group("g", NS, 2, topology_key="example.com/no-such-label")]
+    objs += [pod(f"g-{i}", NS, gang="g") for i in range(2)]
+    text = render_text(explained(snap(nodes({"a": 2}), objs), "g"))
+    assert "No node has the label example.com/no-such-label, so the gang has no domain" in text
+    orphan = render_text(explained(snap(nodes({"a": 2}), [pod("o", NS, gang="gone")]), "o", kind="pod"))
+    assert "None" not in orphan and "Members: 1 exist" in orphan
+
+
 def test_a_bound_gang_and_explain_pod() -> None:
     objs = gang("g", 2)
     objs[1]["spec"]["nodeName"] = "a-0"

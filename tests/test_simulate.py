@@ -305,6 +305,12 @@ def test_command_json_output_and_png(tmp_path: Path) -> None:
         (["--snapshot", "/nonexistent.json"], "cannot read snapshot /nonexistent.json"),
         (["--snapshot", "{snap}", "--add", "{bad}"], "kind Deployment web is not one of"),
         (["--snapshot", "{snap}", "--config", "{badcfg}"], "invalid configuration: "),
+        (["--snapshot", "{snap}", "--add", "{badqty}"], 'pod team/x: spec.containers[c].resources.requests "cpu": '),
+        (["--snapshot", "{badsnap}"], 'node a-0: status.allocatable "cpu": quantities must match'),
+        (
+            ["--snapshot", "{snap}", "--add", "{gang}", "--png", "/nonexistent/map.png"],
+            "--png: cannot write /nonexistent/map.png",
+        ),
     ],
 )
 def test_command_bad_input_exits_1_naming_it(tmp_path: Path, args: list[str], needle: str) -> None:
@@ -313,7 +319,22 @@ def test_command_bad_input_exits_1_naming_it(tmp_path: Path, args: list[str], ne
     bad = chart_config()
     bad["profiles"][0]["pluginConfig"][0]["args"]["gcIntervalSeconds"] = 0
     (tmp_path / "badcfg.yaml").write_text(yaml.safe_dump(bad))
-    paths = {"snap": tmp_path / "snap.json", "bad": tmp_path / "bad.yaml", "badcfg": tmp_path / "badcfg.yaml"}
+    (tmp_path / "badqty.yaml").write_text(
+        "kind: Pod\nmetadata: {name: x, namespace: team}\n"
+        "spec: {containers: [{name: c, image: i, resources: {requests: {cpu: lots}}}]}\n"
+    )
+    bad_node = node("a-0", {DK: "a"})
+    bad_node["status"]["allocatable"]["cpu"] = "lots"
+    write_snapshot(snap([bad_node]), tmp_path / "badsnap.json")
+    paths = {
+        "snap": tmp_path / "snap.json",
+        "bad": tmp_path / "bad.yaml",
+        "badcfg": tmp_path / "badcfg.yaml",
+        "badqty": tmp_path / "badqty.yaml",
+        "badsnap": tmp_path / "badsnap.json",
+        "gang": tmp_path / "gang.yaml",
+    }
+    (tmp_path / "gang.yaml").write_text(yaml.safe_dump_all(gang("g", 1)))
     r = cli("simulate", *[a.format(**paths) for a in args])
     assert r.returncode == 1 and needle in r.stderr, r.stderr
 

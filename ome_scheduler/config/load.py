@@ -9,6 +9,7 @@ offending field path, for example ``profiles[0].schedulerName: Required value``.
 from __future__ import annotations
 
 import copy
+import math
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import yaml
 
 from ome_scheduler.config.errors import ConfigError
 from ome_scheduler.config.types import KubeSchedulerConfiguration, LeaderElection, Profile
+from ome_scheduler.util.validation import is_dns1123_label, is_dns1123_subdomain
 
 DEFAULT_SCHEDULER_NAME = "ome-scheduler"
 """``spec.schedulerName`` of the built-in profile: pods opt in with it."""
@@ -64,6 +66,9 @@ DEFAULT_CONFIG: dict[str, Any] = {
     ],
 }
 """Used without ``--config``: the chart's default profile (README, "Configuration")."""
+
+MAX_LEASE_SECONDS = 2**31 - 1
+"""The largest ``leaderElection.leaseDuration`` (seconds) a Lease can hold."""
 
 
 def _path(loc: tuple[Any, ...]) -> str:
@@ -162,6 +167,22 @@ def validate(cfg: KubeSchedulerConfiguration, source: str = "config") -> None:
             )
         if not le.resource_name:
             raise ConfigError(f"{source}: leaderElection.resourceName: Required value")
+        if le.lease_duration > MAX_LEASE_SECONDS:
+            # The Lease stores it in spec.leaseDurationSeconds, an int32: the API server would
+            # refuse every Lease write and no replica would ever lead.
+            raise ConfigError(
+                f"{source}: leaderElection.leaseDuration: Invalid value: must be at most {MAX_LEASE_SECONDS}s "
+                "(the Lease's leaseDurationSeconds is an int32)"
+            )
+        for field, value, check in (
+            ("resourceName", le.resource_name, is_dns1123_subdomain),
+            ("resourceNamespace", le.resource_namespace, is_dns1123_label),
+        ):
+            errs = check(value)
+            if errs:
+                raise ConfigError(f'{source}: leaderElection.{field}: Invalid value: "{value}": {"; ".join(errs)}')
+    if not math.isfinite(cfg.client_connection.qps):
+        raise ConfigError(f"{source}: clientConnection.qps: Invalid value: must be a finite number")
     if cfg.client_connection.qps < 0:
         raise ConfigError(f"{source}: clientConnection.qps: Invalid value: must not be negative")
 
