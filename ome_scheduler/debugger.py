@@ -98,6 +98,25 @@ class _Truth:
     pod_groups: dict[GangKey, MetaOnly] | None
 
 
+def _compare_objects(
+    kind: str, where: str, have: Mapping[Any, Any], truth: Mapping[Any, MetaOnly], *, extra: Any = None
+) -> list[Difference]:
+    """``missed`` (in ``truth``, not in ``have``), ``stale`` (another resourceVersion or UID) and
+    ``redundant`` (in ``have``, not in ``truth``; ``extra`` overrides which keys) differences
+    between objects by key; ``have`` holds records with ``metadata``."""
+    out: list[Difference] = []
+    for key, m in truth.items():
+        obj = have.get(key)
+        if obj is None:
+            out.append(Difference(kind, key, "missed", f"in the API server, not in {where}"))
+        elif obj.metadata.resource_version != m.metadata.resource_version or obj.metadata.uid != m.metadata.uid:
+            rv, want = obj.metadata.resource_version, m.metadata.resource_version
+            out.append(Difference(kind, key, "stale", f"{where} has resourceVersion {rv}, the server {want}"))
+    for key in sorted(have.keys() - truth.keys() if extra is None else extra):
+        out.append(Difference(kind, key, "redundant", f"in {where}, not in the API server"))
+    return out
+
+
 class CacheDebugger:
     """Comparer, dumper and assumption settler over one scheduler and its informers.
 
@@ -183,18 +202,8 @@ class CacheDebugger:
         return out
 
     def _nodes(self, truth: _Truth) -> list[Difference]:
-        out = []
         cached = {n: ni.node for n, ni in self.scheduler.cache.nodes.items() if ni.node is not None}
-        for name, m in truth.nodes.items():
-            node = cached.get(name)
-            if node is None:
-                out.append(Difference("node", name, "missed", "in the API server, not in the cache"))
-            elif node.metadata.resource_version != m.metadata.resource_version:
-                rv, want = node.metadata.resource_version, m.metadata.resource_version
-                out.append(Difference("node", name, "stale", f"cache has resourceVersion {rv}, the server {want}"))
-        for name in cached.keys() - truth.nodes.keys():
-            out.append(Difference("node", name, "redundant", "in the cache, not in the API server"))
-        return out
+        return _compare_objects("node", "the cache", cached, truth.nodes)
 
     def _pods(self, truth: _Truth) -> list[Difference]:
         out = []
@@ -266,22 +275,13 @@ class CacheDebugger:
     def _pod_groups(self, truth: _Truth) -> list[Difference]:
         if truth.pod_groups is None:
             return []
-        out = []
         have = self.scheduler.pod_group_state.groups()
         pg_inf = self.informers.get("podgroups")
         invalid = pg_inf.invalid if pg_inf is not None else {}
-        for key, m in truth.pod_groups.items():
-            if key in invalid:
-                continue
-            pg = have.get(key)
-            if pg is None:
-                out.append(Difference("podgroup", key, "missed", "in the API server, not in the pod-group state"))
-            elif pg.metadata.resource_version != m.metadata.resource_version or pg.metadata.uid != m.metadata.uid:
-                rv, want = pg.metadata.resource_version, m.metadata.resource_version
-                out.append(Difference("podgroup", key, "stale", f"state has resourceVersion {rv}, the server {want}"))
-        for key in have.keys() - truth.pod_groups.keys():
-            out.append(Difference("podgroup", key, "redundant", "in the pod-group state, not in the API server"))
-        return out
+        readable = {k: m for k, m in truth.pod_groups.items() if k not in invalid}
+        return _compare_objects(
+            "podgroup", "the pod-group state", have, readable, extra=have.keys() - truth.pod_groups.keys()
+        )
 
     def _plugins(self, truth: _Truth) -> list[Difference]:
         bound: dict[GangKey, dict[str, str]] = {}

@@ -882,11 +882,9 @@ def main(argv: Sequence[str]) -> int:
 
         try:
             draw_domain_map(result, Path(args.png), topology_key=args.topology_key)
-        except PlotUnavailable as exc:
-            sys.stderr.write(f"Error: {exc}\n")
-            return 1
-        except OSError as exc:
-            sys.stderr.write(f"Error: --png: cannot write {args.png}: {exc.strerror or exc}\n")
+        except (PlotUnavailable, OSError) as exc:
+            why = f"--png: cannot write {args.png}: {exc.strerror or exc}" if isinstance(exc, OSError) else exc
+            sys.stderr.write(f"Error: {why}\n")
             return 1
     write_result(args.output, result.to_json, lambda: render_text(result))
     return 0

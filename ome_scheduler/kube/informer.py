@@ -44,6 +44,7 @@ import asyncio
 import random
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Generic, NoReturn, Protocol, TypeVar
 
 import msgspec
@@ -85,6 +86,7 @@ SHORT_WATCH = 1.0
 """A watch the server closes sooner than this, without any event, is a *very short watch*."""
 
 
+@dataclass(slots=True)
 class Backoff:
     """client-go's ``wait.NewExponentialBackoffManager(800ms, 30s, 2min, 2.0, jitter)``.
 
@@ -94,21 +96,16 @@ class Backoff:
     starts again at once (after a successful LIST).
     """
 
-    def __init__(
-        self,
-        initial: float = 0.8,
-        cap: float = 30.0,
-        reset_after: float = 120.0,
-        jitter: float = 0.2,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.initial = initial
-        self.cap = cap
-        self.reset_after = reset_after
-        self.jitter = jitter
-        self.clock = clock
-        self._next = initial
-        self._last = -float("inf")
+    initial: float = 0.8
+    cap: float = 30.0
+    reset_after: float = 120.0
+    jitter: float = 0.2
+    clock: Callable[[], float] = time.monotonic
+    _next: float = field(init=False)
+    _last: float = field(init=False, default=-float("inf"))
+
+    def __post_init__(self) -> None:
+        self._next = self.initial
 
     def reset(self) -> None:
         """The next delay is the initial one again."""

@@ -42,9 +42,7 @@ from ome_scheduler.framework.events import (
     STORAGE_CLASS,
     ActionType,
     ClusterEventWithHint,
-    QueueingHint,
     on,
-    queueing_hint,
 )
 from ome_scheduler.framework.interface import (
     ApiWriter,
@@ -481,13 +479,3 @@ def uses_claim(pod: Pod, pvc: PersistentVolumeClaim) -> bool:
     return any(
         v.persistent_volume_claim is not None and v.persistent_volume_claim.claim_name == name for v in pod.spec.volumes
     )
-
-
-@queueing_hint
-def is_schedulable_after_own_claim_event(
-    pod: Pod, old: PersistentVolumeClaim | None, new: PersistentVolumeClaim | None
-) -> QueueingHint:
-    """PVC Add (VolumeRestrictions) or Add/Update (VolumeZone): Queue when the claim is one the
-    pod mounts (``isSchedulableAfterPersistentVolumeClaimAdded`` of
-    ``framework/plugins/volumerestrictions`` and ``...Change`` of ``framework/plugins/volumezone``)."""
-    return QueueingHint.QUEUE if new is not None and uses_claim(pod, new) else QueueingHint.QUEUE_SKIP

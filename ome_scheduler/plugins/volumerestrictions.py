@@ -30,7 +30,7 @@ from ome_scheduler.framework.events import (
 from ome_scheduler.framework.interface import CycleState, FilterPlugin, Handle, PreFilterPlugin
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
-from ome_scheduler.plugins.volumebinding import is_schedulable_after_own_claim_event, store_of
+from ome_scheduler.plugins.volumebinding import store_of, uses_claim
 
 ERR_REASON_DISK_CONFLICT = "node(s) had no available disk"
 ERR_REASON_RWOP_CONFLICT = (
@@ -84,6 +84,16 @@ def satisfies_volume_conflicts(pod: Pod, node: NodeInfo) -> bool:
             if is_volume_conflict(v, ep.pod):
                 return False
     return True
+
+
+@queueing_hint
+def is_schedulable_after_own_claim_event(
+    pod: Pod, old: PersistentVolumeClaim | None, new: PersistentVolumeClaim | None
+) -> QueueingHint:
+    """PVC Add (VolumeRestrictions) or Add/Update (VolumeZone): Queue when the claim is one the
+    pod mounts (``isSchedulableAfterPersistentVolumeClaimAdded`` of
+    ``framework/plugins/volumerestrictions`` and ``...Change`` of ``framework/plugins/volumezone``)."""
+    return QueueingHint.QUEUE if new is not None and uses_claim(pod, new) else QueueingHint.QUEUE_SKIP
 
 
 class VolumeRestrictions(PreFilterPlugin, FilterPlugin):

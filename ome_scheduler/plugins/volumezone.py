@@ -29,7 +29,8 @@ from ome_scheduler.framework.events import (
 from ome_scheduler.framework.interface import CycleState, FilterPlugin, Handle, PreFilterPlugin
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
-from ome_scheduler.plugins.volumebinding import is_schedulable_after_own_claim_event, store_of
+from ome_scheduler.plugins.volumebinding import store_of
+from ome_scheduler.plugins.volumerestrictions import is_schedulable_after_own_claim_event
 from ome_scheduler.plugins.volumestore import WAIT_FOR_FIRST_CONSUMER, claim_class
 
 ERR_REASON_CONFLICT = "node(s) had no available volume zone"
