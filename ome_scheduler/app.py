@@ -183,7 +183,9 @@ class App:
             fence = Fence(elector.renewed_at, le.renew_deadline)
         # Bindings go out only from a view re-read since the API server was last out of reach,
         # and only to nodes the informer still has (kube/binding.py); the fence wraps it.
-        self.binder = GatedBinder(client)
+        # A Binding also waits for the pod's earlier status writes (a PodScheduled=False must not
+        # land after the Binding's PodScheduled=True).
+        self.binder = GatedBinder(client, status_settled=self.recorder.status_settled)
         self.scheduler = Scheduler(
             cfg, metrics=self.metrics, binder=self.binder, recorder=self.recorder, api_writer=client, fence=fence
         )

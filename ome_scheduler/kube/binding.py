@@ -29,7 +29,7 @@ informer) the checks are two dictionary lookups.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import anyio
@@ -54,9 +54,18 @@ class GatedBinder:
     informers before the first Binding (until then only the transport-retry rule applies)."""
 
     def __init__(
-        self, client: KubeClient, *, fresh_timeout: float = 30.0, attempts: int = 4, poll: float = 0.05
+        self,
+        client: KubeClient,
+        *,
+        fresh_timeout: float = 30.0,
+        attempts: int = 4,
+        poll: float = 0.05,
+        status_settled: Callable[[str, str, str], Awaitable[None]] | None = None,
     ) -> None:
         self.client = client
+        self.status_settled = status_settled
+        """Awaited with (uid, namespace, name) before the first attempt: the pod's earlier status
+        writes end first (``Recorder.status_settled``)."""
         self.fresh_timeout = fresh_timeout
         self.attempts = attempts
         self.poll = poll
@@ -85,6 +94,8 @@ class GatedBinder:
         """
         last: BaseException | None = None
         failed_at: float | None = None
+        if self.status_settled is not None:
+            await self.status_settled(uid, namespace, name)
         for _ in range(max(1, self.attempts)):
             await self.fresh_view(failed_at)
             if self._landed(namespace, name, uid, node):

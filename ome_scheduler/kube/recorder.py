@@ -55,6 +55,9 @@ DROP_LOG_INTERVAL = 10.0
 FINISH_TIME = 6 * 60.0
 """Seconds an event stays in the series cache (client-go ``tools/events`` ``finishTime``)."""
 
+STATUS_SETTLE_TIMEOUT = 5.0
+"""Seconds a Binding waits at most for the pod's earlier status writes (:meth:`Recorder.status_settled`)."""
+
 
 def truncate_message(msg: str) -> str:
     """``truncateMessage``: events' note is capped at 1024 bytes (UTF-8, what kube-apiserver
@@ -129,6 +132,14 @@ class Recorder:
                     del self._status_last[key]
 
         return write()
+
+    async def status_settled(self, uid: str, namespace: str, name: str, timeout: float = STATUS_SETTLE_TIMEOUT) -> None:
+        """Wait (at most ``timeout`` seconds) until the status writes of the pod queued so far
+        have ended. A Binding waits for this, so a ``PodScheduled=False`` recorded before the pod
+        was placed never lands after the Binding that set ``PodScheduled=True``."""
+        last = self._status_last.get(uid or f"{namespace}/{name}")
+        if last is not None and not last.done():
+            await asyncio.wait([last], timeout=timeout)
 
     def _full(self, tasks: set[asyncio.Task[None]]) -> bool:
         """Whether ``max_pending`` writes of this kind wait already; if so, one more is dropped

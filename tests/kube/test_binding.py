@@ -202,3 +202,23 @@ def test_the_fence_is_checked_after_the_wait_for_a_fresh_view_right_before_the_b
         assert env.posts() == 0 and not api.pods["ns/p"]["spec"].get("nodeName")
 
     run(test)
+
+
+def test_a_binding_is_sent_only_after_the_pods_earlier_status_writes() -> None:
+    async def test(api: FakeApiServer) -> None:
+        settled = asyncio.Event()
+        asked: list[tuple[str, str, str]] = []
+
+        async def status_settled(uid: str, namespace: str, name: str) -> None:
+            asked.append((uid, namespace, name))
+            await settled.wait()
+
+        env = Env(api, status_settled=status_settled)
+        task = asyncio.create_task(env.binder.bind("ns", "p", "u1", "n1"))
+        await asyncio.sleep(0.1)
+        assert asked == [("u1", "ns", "p")] and env.posts() == 0  # a PodScheduled=False still on its way
+        settled.set()
+        await asyncio.wait_for(task, 2)
+        assert env.posts() == 1
+
+    run(test)

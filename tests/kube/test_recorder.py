@@ -472,3 +472,24 @@ def test_events_about_nodes_and_pod_groups_name_their_kind() -> None:
         assert ev["metadata"]["name"].startswith("g.")
 
     run(main)
+
+
+def test_a_binding_waits_for_the_pods_earlier_status_write() -> None:
+    """``status_settled`` returns once the pod's queued PodScheduled=False patch has ended, so a
+    Binding that waits for it can never be overtaken by it; other pods do not wait."""
+
+    async def main(api: FakeApiServer, rec: Recorder) -> None:
+        held = api.hold("PATCH", STATUS)
+        pod = make_pod("1")
+        rec.pod_scheduled_false(pod, "Unschedulable", "0/4 nodes are available")
+        await asyncio.wait_for(held.arrived.wait(), 5)
+        settled = asyncio.ensure_future(rec.status_settled(pod.metadata.uid, pod.metadata.namespace, pod.metadata.name))
+        await asyncio.sleep(0.05)
+        assert not settled.done()  # the patch is still on the wire
+        await asyncio.wait_for(rec.status_settled("other-uid", "ns", "other"), 1)  # nothing queued for it
+        held.release.set()
+        await asyncio.wait_for(settled, 5)
+        assert len(api.sent("PATCH", STATUS)) == 1
+        await rec.drain()
+
+    run(main)
