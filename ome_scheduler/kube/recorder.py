@@ -99,6 +99,8 @@ class Recorder:
         self._events: set[asyncio.Task[None]] = set()
         self._status: set[asyncio.Task[None]] = set()
         self._status_last: dict[str, asyncio.Future[None]] = {}
+        self._superseded: dict[str, asyncio.Future[None]] = {}
+        """Per pod: completed by :meth:`status_settled` to drop its PodScheduled=False writes not yet sent."""
         """Per pod (uid): completes when the pod's last queued status write has ended."""
         self.max_pending = max_pending
         self.dropped = 0
@@ -118,26 +120,42 @@ class Recorder:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._status_last[key] = done
 
+        def finish(_: object = None) -> None:
+            # ``done`` means this write and every earlier one of the pod have ended.
+            if not done.done():
+                done.set_result(None)
+            if self._status_last.get(key) is done:
+                del self._status_last[key]
+                self._superseded.pop(key, None)  # nothing of this pod is queued any more
+
         async def write() -> None:
+            chained = False
             try:
                 if prev is not None and not prev.done():
                     waits: list[asyncio.Future[Any]] = [prev] if abandon is None else [prev, abandon]
                     await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
                     if abandon is not None and abandon.done():
+                        if not prev.done():  # dropped, but ends only with its predecessor
+                            chained = True
+                            prev.add_done_callback(finish)
                         return
                 await self._patch_status(pod, patch, abandon=abandon)
             finally:
-                done.set_result(None)
-                if self._status_last.get(key) is done:
-                    del self._status_last[key]
+                if not chained:
+                    finish()
 
         return write()
 
     async def status_settled(self, uid: str, namespace: str, name: str, timeout: float = STATUS_SETTLE_TIMEOUT) -> None:
-        """Wait (at most ``timeout`` seconds) until the status writes of the pod queued so far
-        have ended. A Binding waits for this, so a ``PodScheduled=False`` recorded before the pod
-        was placed never lands after the Binding that set ``PodScheduled=True``."""
-        last = self._status_last.get(uid or f"{namespace}/{name}")
+        """Before the pod's Binding: drop its ``PodScheduled=False`` writes not yet sent (the
+        Binding supersedes them; a failed Binding records a new one) and wait (at most
+        ``timeout`` seconds) for the one already on the wire, so none lands after the Binding
+        that set ``PodScheduled=True``. Bindings never queue behind status writes this way."""
+        key = uid or f"{namespace}/{name}"
+        superseded = self._superseded.pop(key, None)
+        if superseded is not None and not superseded.done():
+            superseded.set_result(None)
+        last = self._status_last.get(key)
         if last is not None and not last.done():
             await asyncio.wait([last], timeout=timeout)
 
@@ -303,7 +321,11 @@ class Recorder:
             status["nominatedNodeName"] = None  # null deletes the field in a strategic merge patch
         if self._full(self._status):  # checked before the write is queued behind the pod's last one
             return
-        self._spawn(self._status_write(pod, {"status": status}), self._status)
+        key = pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
+        superseded = self._superseded.get(key)
+        if superseded is None:
+            superseded = self._superseded[key] = asyncio.get_running_loop().create_future()
+        self._spawn(self._status_write(pod, {"status": status}, abandon=superseded), self._status)
 
     async def nominate(self, pod: Pod, node: str, abandon: asyncio.Future[Any] | None = None) -> None:
         """Set ``status.nominatedNodeName`` before a Permit wait (NominatedNodeNameForExpectation,

@@ -9,6 +9,7 @@ while the status stays the same).
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -474,22 +475,28 @@ def test_events_about_nodes_and_pod_groups_name_their_kind() -> None:
     run(main)
 
 
-def test_a_binding_waits_for_the_pods_earlier_status_write() -> None:
-    """``status_settled`` returns once the pod's queued PodScheduled=False patch has ended, so a
-    Binding that waits for it can never be overtaken by it; other pods do not wait."""
+def test_a_binding_waits_for_the_status_write_on_the_wire_and_drops_the_queued_ones() -> None:
+    """``status_settled`` (before a Binding): the pod's PodScheduled=False patch already sent is
+    waited for, so it cannot land after the Binding; one still queued is dropped unsent (the
+    Binding supersedes it); other pods do not wait."""
 
     async def main(api: FakeApiServer, rec: Recorder) -> None:
         held = api.hold("PATCH", STATUS)
         pod = make_pod("1")
         rec.pod_scheduled_false(pod, "Unschedulable", "0/4 nodes are available")
         await asyncio.wait_for(held.arrived.wait(), 5)
+        rec.pod_scheduled_false(pod, "Unschedulable", "0/5 nodes are available")  # queued behind it
         settled = asyncio.ensure_future(rec.status_settled(pod.metadata.uid, pod.metadata.namespace, pod.metadata.name))
         await asyncio.sleep(0.05)
-        assert not settled.done()  # the patch is still on the wire
+        assert not settled.done()  # the first patch is still on the wire
         await asyncio.wait_for(rec.status_settled("other-uid", "ns", "other"), 1)  # nothing queued for it
         held.release.set()
         await asyncio.wait_for(settled, 5)
-        assert len(api.sent("PATCH", STATUS)) == 1
         await rec.drain()
+        sent = api.sent("PATCH", STATUS)
+        assert len(sent) == 1 and "0/4" in json.dumps(sent[0].body)  # the queued one was dropped
+        rec.pod_scheduled_false(pod, "Unschedulable", "0/6 nodes are available")  # a later failure is written
+        await rec.drain()
+        assert len(api.sent("PATCH", STATUS)) == 2
 
     run(main)
