@@ -68,16 +68,12 @@ def gang_member(name: str) -> Pod:
     return make_pod(name, gang="g", requests={"nvidia.com/gpu": "8"}, anti_affinity_on="kubernetes.io/hostname")
 
 
-@pytest.mark.parametrize("nodes", SIZES)
-def test_plan_one_gang_of_8(benchmark: Any, nodes: int) -> None:
-    s = scheduler(nodes)
-    s.handlers.on_pod_group_add(make_pod_group("g", min_member=8, topology_key=CLIQUE))
-    members = [gang_member(f"g-{i}") for i in range(8)]
-    for m in members:
-        s.handlers.on_pod_add(m)
+def gang_planner(s: Scheduler, member: str) -> Callable[[], set[str] | None]:
+    """A function that plans ``member``'s gang from scratch (no pin, no reservation) with one
+    OMEGangPack PreFilter and returns the member's candidate nodes."""
     gp = s.frameworks["ome-scheduler"].plugins["OMEGangPack"]
     assert isinstance(gp, OMEGangPack)
-    pod = s.pods["ns/g-0"]
+    pod = s.pods[member]
     node_infos = s.cache.node_infos()
 
     def plan() -> set[str] | None:
@@ -88,7 +84,17 @@ def test_plan_one_gang_of_8(benchmark: Any, nodes: int) -> None:
         assert st is None, st
         return r
 
-    result = benchmark(plan)
+    return plan
+
+
+@pytest.mark.parametrize("nodes", SIZES)
+def test_plan_one_gang_of_8(benchmark: Any, nodes: int) -> None:
+    s = scheduler(nodes)
+    s.handlers.on_pod_group_add(make_pod_group("g", min_member=8, topology_key=CLIQUE))
+    members = [gang_member(f"g-{i}") for i in range(8)]
+    for m in members:
+        s.handlers.on_pod_add(m)
+    result = benchmark(gang_planner(s, "ns/g-0"))
     assert result is not None and len(result) == 8
 
 
@@ -204,20 +210,7 @@ def _big_gang_planner(members: int, clique: int, mixed: bool) -> tuple[Scheduler
     for i in range(members):
         gpus = "2" if mixed and i % 4 == 0 else "1"
         s.handlers.on_pod_add(make_pod(f"g-{i:05d}", gang="g", requests={"nvidia.com/gpu": gpus}))
-    gp = s.frameworks["ome-scheduler"].plugins["OMEGangPack"]
-    assert isinstance(gp, OMEGangPack)
-    pod = s.pods["ns/g-00001"]
-    node_infos = s.cache.node_infos()
-
-    def plan() -> set[str] | None:
-        gp.gangs.pins.by_group.clear()
-        gp.gangs.pins.reserved.clear()
-        gp.gangs.pins.reserved_nodes.clear()
-        r, st = gp.pre_filter(CycleState(), pod, node_infos)
-        assert st is None, st
-        return r
-
-    return s, plan
+    return s, gang_planner(s, "ns/g-00001")
 
 
 @pytest.mark.parametrize("mixed", [False, True], ids=["one-shape", "mixed-shapes"])

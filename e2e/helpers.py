@@ -456,6 +456,33 @@ def record_measurement(what: str, seconds: float) -> None:
     MEASUREMENTS.append((what, round(seconds, 2)))
 
 
+def run_demo_gang(cluster: Cluster, api: Api, timeout: float = 60.0) -> list[dict[str, str]]:
+    """Apply the user guide's demo gang (``examples/demo/``, unchanged) in the existing namespace
+    ``gang-demo``; wait until both pods run on two nodes of one clique and each has its
+    ``Scheduled`` event (written after the Binding). Returns ``[{"name", "node"}]``."""
+    cluster.kubectl("apply", "-f", str(REPO / "examples/demo/podgroup.yaml"))
+    cluster.kubectl("apply", "-f", str(REPO / "examples/demo/gang.yaml"))
+
+    def running() -> list[dict[str, str]] | None:
+        pods = api.pods("gang-demo", "app=gang-demo")
+        ok = len(pods) == 2 and all(p["status"].get("phase") == "Running" for p in pods)
+        return [{"name": p["metadata"]["name"], "node": p["spec"]["nodeName"]} for p in pods] if ok else None
+
+    placed = wait_for("both demo pods Running", running, timeout=timeout)
+    labels = {n["metadata"]["name"]: n["metadata"]["labels"] for n in api.nodes()}
+    assert placed[0]["node"] != placed[1]["node"], placed
+    cliques = {labels[p["node"]].get("nvidia.com/gpu.clique") for p in placed}
+    assert len(cliques) == 1 and None not in cliques, placed
+    for p in placed:
+        notes = wait_for(
+            f"{p['name']}'s Scheduled event",
+            lambda p=p: api.event_notes("gang-demo", p["name"], "Scheduled"),
+            timeout=15,
+        )
+        assert f"Successfully assigned gang-demo/{p['name']} to {p['node']}" in notes, notes
+    return placed
+
+
 @contextlib.contextmanager
 def temp_nodes(api: Api, nodes: Sequence[Mapping[str, Any]], ready_timeout: float = 30.0) -> Iterator[list[str]]:
     """Create nodes for one test, wait until Ready and untainted, delete them afterwards."""

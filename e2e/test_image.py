@@ -24,7 +24,6 @@ with the same reason, for machines that knowingly cannot build images.
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import subprocess
@@ -40,7 +39,7 @@ import pytest
 import yaml
 
 from e2e.cluster import K8S_VERSION, Cluster
-from e2e.helpers import REPO, Api, wait_for
+from e2e.helpers import REPO, Api, run_demo_gang, wait_for
 from e2e.image import (
     Buildah,
     CrunContainer,
@@ -323,23 +322,7 @@ def test_image_schedules_the_demo_gang_as_the_chart_runs_it(
 
         # The documented demo gang, its manifests unchanged.
         cluster.kubectl("create", "namespace", "gang-demo")
-        cluster.kubectl("apply", "-f", str(REPO / "examples/demo/podgroup.yaml"))
-        cluster.kubectl("apply", "-f", str(REPO / "examples/demo/gang.yaml"))
-
-        def running() -> list[dict[str, str]] | None:
-            pods = api.pods("gang-demo", "app=gang-demo")
-            ok = len(pods) == 2 and all(p["status"].get("phase") == "Running" for p in pods)
-            return [{"name": p["metadata"]["name"], "node": p["spec"]["nodeName"]} for p in pods] if ok else None
-
-        placed = wait_for("both demo pods Running", running, timeout=90)
-        labels = {n["metadata"]["name"]: n["metadata"]["labels"] for n in api.nodes()}
-        assert placed[0]["node"] != placed[1]["node"]
-        cliques = {labels[p["node"]].get("nvidia.com/gpu.clique") for p in placed}
-        assert len(cliques) == 1 and None not in cliques, placed
-        for p in placed:
-            events = functools.partial(api.event_notes, "gang-demo", p["name"], "Scheduled")
-            notes = wait_for(f"{p['name']}'s Scheduled event", events, timeout=15)
-            assert f"Successfully assigned gang-demo/{p['name']} to {p['node']}" in notes
+        for p in run_demo_gang(cluster, api, timeout=90):
             assert f'"Successfully bound pod to node" pod="gang-demo/{p["name"]}" node="{p["node"]}"' in ctr.log()
         lease = api.get(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/ome-scheduler")
         assert lease["spec"]["holderIdentity"].startswith(f"{pod_name}_"), lease["spec"]

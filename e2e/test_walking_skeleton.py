@@ -10,7 +10,16 @@ from __future__ import annotations
 import pytest
 
 from e2e.cluster import Cluster
-from e2e.helpers import REPO, Api, SchedulerProcess, assert_invariants, temp_nodes, wait_bound, wait_for, wait_message
+from e2e.helpers import (
+    Api,
+    SchedulerProcess,
+    assert_invariants,
+    run_demo_gang,
+    temp_nodes,
+    wait_bound,
+    wait_for,
+    wait_message,
+)
 from e2e.manifests import HOSTNAME, domain_key, node, pod, pod_group, unique
 
 pytestmark = pytest.mark.invariants_after_test
@@ -21,27 +30,7 @@ def test_documented_demo_gang(cluster: Cluster, api: Api, scheduler: SchedulerPr
     cluster.kubectl("delete", "namespace", "gang-demo", "--ignore-not-found", "--wait=true", timeout=120)
     cluster.kubectl("create", "namespace", "gang-demo")
     try:
-        cluster.kubectl("apply", "-f", str(REPO / "examples/demo/podgroup.yaml"))
-        cluster.kubectl("apply", "-f", str(REPO / "examples/demo/gang.yaml"))
-
-        def running() -> list[dict[str, str]] | None:
-            pods = api.pods("gang-demo", "app=gang-demo")
-            ok = len(pods) == 2 and all(p["status"].get("phase") == "Running" for p in pods)
-            return [{"name": p["metadata"]["name"], "node": p["spec"]["nodeName"]} for p in pods] if ok else None
-
-        placed = wait_for("both demo pods Running", running, timeout=60)
-        nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in api.nodes()}
-        a, b = placed
-        assert a["node"] != b["node"]
-        cliques = {nodes[p["node"]].get("nvidia.com/gpu.clique") for p in placed}
-        assert len(cliques) == 1 and None not in cliques
-        for p in placed:  # events are written after the Binding
-            notes = wait_for(
-                f"{p['name']}'s Scheduled event",
-                lambda p=p: api.event_notes("gang-demo", p["name"], "Scheduled"),
-                timeout=15,
-            )
-            assert f"Successfully assigned gang-demo/{p['name']} to {p['node']}" in notes
+        for p in run_demo_gang(cluster, api):
             ev = [e for e in api.events("gang-demo", p["name"]) if e["reason"] == "Scheduled"][0]
             assert ev["reportingController"] == "ome-scheduler"
         described = cluster.kubectl("describe", "pods", "-n", "gang-demo", "-l", "app=gang-demo").stdout

@@ -14,16 +14,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 
 from e2e.manifests import HOSTNAME, chart_config, node, pod, pod_group
-from ome_scheduler.api.core import Namespace, Node, Pod
-from ome_scheduler.api.scheduling import PodGroup
-from ome_scheduler.api.snapshot import ClusterSnapshot, SnapshotMeta, write_snapshot
+from ome_scheduler.api.snapshot import ClusterSnapshot, write_snapshot
 from ome_scheduler.config.load import parse_config
 from ome_scheduler.explain import Explanation, explain, render_text
 from ome_scheduler.simulate import Simulation
+from tests.snapshots import snapshot
 
 DK = "example.com/clique"
 NS = "team"
@@ -35,16 +33,8 @@ def nodes(spec: dict[str, int]) -> list[dict[str, Any]]:
 
 
 def snap(node_dicts: list[dict[str, Any]], objs: list[dict[str, Any]]) -> ClusterSnapshot:
-    def with_uid(o: dict[str, Any]) -> dict[str, Any]:
-        md = o["metadata"]
-        return {**o, "metadata": {**md, "uid": md.get("uid") or f"uid-{md.get('namespace', '')}-{md['name']}"}}
-
-    return ClusterSnapshot(
-        metadata=SnapshotMeta(taken_at="2026-12-01T00:00:00Z"),
-        nodes=[msgspec.convert(n, Node) for n in node_dicts],
-        namespaces=[msgspec.convert({"metadata": {"name": NS}}, Namespace)],
-        pods=[msgspec.convert(with_uid(o), Pod) for o in objs if o["kind"] == "Pod"],
-        pod_groups=[msgspec.convert(with_uid(o), PodGroup) for o in objs if o["kind"] == "PodGroup"],
+    return snapshot(
+        node_dicts, [o for o in objs if o["kind"] == "Pod"], [o for o in objs if o["kind"] == "PodGroup"], NS
     )
 
 

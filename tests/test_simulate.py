@@ -20,12 +20,13 @@ import pytest
 import yaml
 
 from e2e.manifests import HOSTNAME, chart_config, node, pod, pod_group
-from ome_scheduler.api.core import Namespace, Node, Pod
+from ome_scheduler.api.core import Node, Pod
 from ome_scheduler.api.scheduling import PodGroup
-from ome_scheduler.api.snapshot import ClusterSnapshot, SnapshotError, SnapshotMeta, decode_manifests, write_snapshot
+from ome_scheduler.api.snapshot import ClusterSnapshot, SnapshotError, decode_manifests, write_snapshot
 from ome_scheduler.config.load import parse_config
 from ome_scheduler.simreport import SimulationResult, render_text
 from ome_scheduler.simulate import Simulation, VirtualTimeLoop
+from tests.snapshots import snapshot
 
 DK = "example.com/clique"
 NS = "team"
@@ -38,17 +39,7 @@ def nodes(spec: dict[str, int], **kw: Any) -> list[dict[str, Any]]:
 def snap(
     node_dicts: list[dict[str, Any]], pods: Sequence[dict[str, Any]] = (), pgs: Sequence[dict[str, Any]] = ()
 ) -> ClusterSnapshot:
-    def with_uid(o: dict[str, Any]) -> dict[str, Any]:
-        md = o["metadata"]
-        return {**o, "metadata": {**md, "uid": md.get("uid") or f"uid-{md.get('namespace', '')}-{md['name']}"}}
-
-    return ClusterSnapshot(
-        metadata=SnapshotMeta(taken_at="2026-12-01T00:00:00Z"),
-        nodes=[msgspec.convert(n, Node) for n in node_dicts],
-        namespaces=[msgspec.convert({"metadata": {"name": NS}}, Namespace)],
-        pods=[msgspec.convert(with_uid(p), Pod) for p in pods],
-        pod_groups=[msgspec.convert(with_uid(g), PodGroup) for g in pgs],
-    )
+    return snapshot(node_dicts, pods, pgs, NS)
 
 
 def typed(objs: list[dict[str, Any]]) -> list[Any]:
