@@ -61,29 +61,42 @@ done
 # The go command names a binary after its package path's last element, skipping a /vN suffix.
 binname() { local b; b=$(basename "$1"); [[ $b =~ ^v[0-9]+$ ]] && b=$(basename "$(dirname "$1")"); echo "$b"; }
 
-# [TAGS=...] [MODMOD=1] build <set> <ldflags> <package>...
-#   TAGS: Go build tags, default selinux,notest
-#   MODMOD=1: no `go mod download`, and `go build -mod=mod` (for a wrapper whose module graph
-#   names versions the proxy refuses but the build never needs)
-build() {
+# set_dir <set> <ldflags> <package>...: the cache directory of a binary set (keyed by the
+# wrapper's go.sum and the build flags, including TAGS and MODMOD); succeeds when every binary
+# of the set is there.
+set_dir() {
   local set=$1 ld=$2; shift 2
   local tags=${TAGS:-selinux,notest}
   local modmod=${MODMOD:-0}
-  local key
   # The default tags leave the key as it was before tags were configurable (caches stay warm).
   local flags="$ld $*"
   [ "$tags" = "selinux,notest" ] || flags="$flags tags=$tags"
   [ "$modmod" = 0 ] || flags="$flags mod=mod"
-  key=$(cat "$here/tools/$set/go.sum" <(echo "$flags") | sha256sum | cut -c1-12)
-  local dir="$cache/$set-$key"
-  local missing=0 p
-  for p in "$@"; do [ -x "$dir/$(binname "$p")" ] || missing=1; done
-  if [ "$missing" = 1 ]; then
+  local dir
+  dir="$cache/$set-$(cat "$here/tools/$set/go.sum" <(echo "$flags") | sha256sum | cut -c1-12)"
+  echo "$dir"
+  local p
+  for p in "$@"; do [ -x "$dir/$(binname "$p")" ] || return 1; done
+}
+
+# [TAGS=...] [MODMOD=1] [NAME=...] build <set> <ldflags> <package>...
+#   TAGS: Go build tags, default selinux,notest
+#   MODMOD=1: no `go mod download`, and `go build -mod=mod` (for a wrapper whose module graph
+#   names versions the proxy refuses but the build never needs)
+#   NAME: the name in current/ of the set's one binary, when its package's last element
+#   ("server", "scheduler") would say nothing
+build() {
+  local set=$1 ld=$2; shift 2
+  local tags=${TAGS:-selinux,notest}
+  local dir
+  if dir=$(set_dir "$set" "$ld" "$@"); then
+    echo "==> $set cached in $dir" >&2
+  else
     echo "==> building $set ($*) into $dir; a cold build takes minutes" >&2
     local start=$SECONDS
     local tmp
     tmp=$(mktemp -d "$dir.tmp.XXXXXX")
-    if [ "$modmod" = 0 ]; then
+    if [ "${MODMOD:-0}" = 0 ]; then
       (cd "$here/tools/$set" && go mod download && \
         go build -trimpath -tags="$tags" -ldflags="$ld" -o "$tmp/" "$@") >&2
     else
@@ -96,28 +109,41 @@ build() {
     fi
     rm -rf "$dir" && mv "$tmp" "$dir"
     echo "==> $set built in $((SECONDS - start)) s" >&2
-  else
-    echo "==> $set cached in $dir" >&2
   fi
-  for p in "$@"; do ln -sfn "$dir/$(binname "$p")" "$cache/current/$(binname "$p")"; done
+  local p
+  for p in "$@"; do ln -sfn "$dir/$(binname "$p")" "$cache/current/${NAME:-$(binname "$p")}"; done
 }
 
-build etcd "$ld_etcd" go.etcd.io/etcd/server/v3
-# etcd's main package is go.etcd.io/etcd/server/v3, so the go command calls the binary "server".
-ln -sfn "$(readlink "$cache/current/server")" "$cache/current/etcd" && rm -f "$cache/current/server"
-build k8s "$ld_k8s" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler \
-  k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl
-build kwok "$ld_kwok" sigs.k8s.io/kwok/cmd/kwok
-build helm "$ld_helm" helm.sh/helm/v3/cmd/helm
-build mpi-operator "$ld_mpi" github.com/kubeflow/mpi-operator/cmd/mpi-operator
-build training-operator "-s -w" github.com/kubeflow/training-operator/cmd/training-operator.v1
-build toxiproxy "$ld_toxi" github.com/Shopify/toxiproxy/v2/cmd/server
-# Its main package is .../cmd/server, so the go command calls the binary "server" as well.
-ln -sfn "$(readlink "$cache/current/server")" "$cache/current/toxiproxy-server" && rm -f "$cache/current/server"
-TAGS=remove_all_sd build prometheus "$ld_prom" github.com/prometheus/prometheus/cmd/prometheus
-MODMOD=1 build scheduler-plugins "$ld_sp" sigs.k8s.io/scheduler-plugins/cmd/scheduler
-# Its main package is .../cmd/scheduler; "scheduler" alone would say nothing in current/.
-ln -sfn "$(readlink "$cache/current/scheduler")" "$cache/current/scheduler-plugins" && rm -f "$cache/current/scheduler"
+# prefetch <set> <ldflags> <package>...: when the set is not cached, download its wrapper's
+# modules in the background. The network, not the CPU, bounds a download, so on a cold machine
+# every set downloads at once while the builds (one at a time, each using every core) go on.
+# A failed prefetch is harmless: build's own `go mod download` reports the error. A -mod=mod
+# wrapper downloads what its build needs, during the build.
+prefetch() {
+  local set=$1
+  [ "${MODMOD:-0}" = 0 ] || return 0
+  set_dir "$@" >/dev/null && return 0
+  (cd "$here/tools/$set" && go mod download) >/dev/null 2>&1 &
+}
+
+# each_set <command>: runs <command> <set> <ldflags> <package>... for every binary set, in
+# build order (the env prefixes are build's options).
+each_set() {
+  NAME=etcd "$1" etcd "$ld_etcd" go.etcd.io/etcd/server/v3
+  "$1" k8s "$ld_k8s" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler \
+    k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl
+  "$1" kwok "$ld_kwok" sigs.k8s.io/kwok/cmd/kwok
+  "$1" helm "$ld_helm" helm.sh/helm/v3/cmd/helm
+  "$1" mpi-operator "$ld_mpi" github.com/kubeflow/mpi-operator/cmd/mpi-operator
+  "$1" training-operator "-s -w" github.com/kubeflow/training-operator/cmd/training-operator.v1
+  NAME=toxiproxy-server "$1" toxiproxy "$ld_toxi" github.com/Shopify/toxiproxy/v2/cmd/server
+  TAGS=remove_all_sd "$1" prometheus "$ld_prom" github.com/prometheus/prometheus/cmd/prometheus
+  MODMOD=1 NAME=scheduler-plugins "$1" scheduler-plugins "$ld_sp" sigs.k8s.io/scheduler-plugins/cmd/scheduler
+}
+
+each_set prefetch
+each_set build
+wait # for the prefetches (finished by now: each build downloaded its set's modules too)
 
 "$cache/current/kube-apiserver" --version >&2
 echo "$cache/current"
