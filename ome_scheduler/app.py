@@ -39,7 +39,7 @@ from ome_scheduler.config.load import load_config
 from ome_scheduler.config.types import KubeSchedulerConfiguration
 from ome_scheduler.debugger import CacheDebugger
 from ome_scheduler.framework.fence import Fence
-from ome_scheduler.gcpolicy import freeze_long_lived, refreeze_forever, release_free_memory_forever
+from ome_scheduler.gcpolicy import freeze_long_lived, refreeze_forever
 from ome_scheduler.kube.binding import GatedBinder
 from ome_scheduler.kube.client import KubeClient
 from ome_scheduler.kube.credentials import credentials_error
@@ -254,7 +254,6 @@ class App:
             await self._unless_stopped(self.wait_synced)
             self.health.synced = True
             tg.start_soon(refreeze_forever)
-            tg.start_soon(release_free_memory_forever)
             if self.elector is not None and not self.stop.is_set():
                 await self._unless_stopped(self.elector.acquire)
                 if self.elector.is_leader:

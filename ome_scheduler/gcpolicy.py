@@ -16,13 +16,12 @@ does not, so the state that lives long is moved out of its sight:
 Objects freed by reference counting (most of them: records, lists, dicts) are freed at once
 whether frozen or not; only reference cycles wait for the next refreeze.
 
-Every :data:`TRIM_INTERVAL` seconds (and after each of these collections),
-:func:`release_free_memory`: glibc's ``malloc_trim(0)`` hands the free pages inside the C heap
-back to the kernel. Without it a burst (every informer re-listing at once after an API server
-outage, a backlog of Bindings and events) leaves the process's RSS at its peak for good: glibc
-only gives back free memory at the top of its heap, and objects that outlive the burst pin the
-rest (the soak, ``bench/soak.py``, saw RSS climb in steps after each outage while the live
-heap did not grow).
+Each of these collections ends with :func:`release_free_memory`: glibc's ``malloc_trim(0)``
+hands the free pages inside the C heap back to the kernel. Without it a burst (every informer
+re-listing at once after an API server outage, a backlog of Bindings and events) leaves the
+process's RSS at its peak for good: glibc only gives back free memory at the top of its heap,
+and objects that outlive the burst pin the rest (the soak, ``bench/soak.py``, saw RSS climb in
+steps after each outage while the live heap did not grow).
 """
 
 from __future__ import annotations
@@ -41,10 +40,6 @@ log = get_logger()
 
 REFREEZE_INTERVAL = 300.0
 """Seconds between the full collections that refresh the frozen set."""
-
-TRIM_INTERVAL = 60.0
-"""Seconds between two :func:`release_free_memory` calls (about 30 ms each per GiB of heap,
-in a worker thread: ctypes lets go of the GIL)."""
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
@@ -90,15 +85,3 @@ async def refreeze_forever(
         gc.unfreeze()
         took = freeze_long_lived()
         log.info("garbage collector refroze", v=4, seconds=round(took, 3), frozen=gc.get_freeze_count())
-
-
-async def release_free_memory_forever(
-    interval: float = TRIM_INTERVAL, sleep: Callable[[float], Awaitable[None]] = anyio.sleep
-) -> None:
-    """Every ``interval`` seconds, :func:`release_free_memory` in a worker thread. Runs until
-    cancelled; returns at once where there is no ``malloc_trim``."""
-    if _TRIM is None:
-        return
-    while True:
-        await sleep(interval)
-        await anyio.to_thread.run_sync(release_free_memory)

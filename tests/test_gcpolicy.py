@@ -81,24 +81,3 @@ def test_free_memory_pinned_by_survivors_goes_back_to_the_kernel() -> None:
     after = _rss_mib()
     assert before - after > 100, (before, after)  # about 155 MiB of the 160 were free
     assert len(survivors) == 625
-
-
-@pytest.mark.skipif(gcpolicy._TRIM is None, reason="the C library has no malloc_trim (not glibc)")
-def test_the_trim_loop_releases_memory_every_interval(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[bool] = []
-    monkeypatch.setattr(gcpolicy, "_TRIM", lambda pad: calls.append(pad == 0) or 1)
-    rounds = 0
-
-    async def sleep(seconds: float) -> None:
-        nonlocal rounds
-        assert seconds == 5.0
-        rounds += 1
-        if rounds == 3:
-            raise anyio.get_cancelled_exc_class()
-
-    async def main() -> None:
-        with pytest.raises(anyio.get_cancelled_exc_class()):
-            await gcpolicy.release_free_memory_forever(5.0, sleep)
-
-    anyio.run(main)
-    assert calls == [True, True]  # one trim after each of the two completed sleeps
