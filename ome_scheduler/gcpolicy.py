@@ -21,7 +21,7 @@ hands the free pages inside the C heap back to the kernel. Without it a burst (e
 re-listing at once after an API server outage, a backlog of Bindings and events) leaves the
 process's RSS at its peak for good: glibc only gives back free memory at the top of its heap,
 and objects that outlive the burst pin the rest (the soak, ``bench/soak.py``, saw RSS climb in
-steps after each outage while the live heap did not grow).
+steps after each outage, far more than the live heap grew).
 """
 
 from __future__ import annotations
