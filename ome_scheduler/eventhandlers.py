@@ -130,7 +130,14 @@ class EventHandlers:
 
     def on_pod_update(self, old: Pod, new: Pod) -> None:
         """``updatePodInCache`` / ``updatePodInSchedulingQueue``."""
-        pi = PodInfo(new)
+        pi: PodInfo | None = None
+        if new.spec.node_name and not old.spec.node_name:
+            # Most often our own Binding coming back: reuse what the assumption derived.
+            assumed = self.cache.assumed_info(pod_key(new.metadata))
+            if assumed is not None:
+                pi = assumed.rebase(new)
+        if pi is None:
+            pi = PodInfo(new)
         self._index(pi)
         key = pi.pod_key
         if new.spec.node_name:

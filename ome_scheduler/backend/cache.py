@@ -283,6 +283,11 @@ class SchedulerCache:
         st = self.pods.get(key)
         return st.node if st is not None and st.assumed else None
 
+    def assumed_info(self, key: PodKey) -> PodInfo | None:
+        """The PodInfo an assumed pod was accounted with (its pod has ``spec.nodeName`` set), or None."""
+        st = self.pods.get(key)
+        return st.info if st is not None and st.assumed else None
+
     def assume_pod(self, info: PodInfo, node: str) -> None:
         """Account ``info`` on ``node`` before binding (``AssumePod``).
 

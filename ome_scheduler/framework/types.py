@@ -200,9 +200,32 @@ def _max_map(dst: dict[str, int], src: Mapping[str, int]) -> None:
             dst[k] = max(dst.get(k, 0), v)
 
 
+_PARSED_LISTS: dict[tuple[tuple[str, str], ...], dict[str, int]] = {}
+"""Parsed ResourceLists by their items: a cluster's pods repeat a handful of request lists, and
+each pod's lists are parsed several times (its PodInfo, again when the bound pod comes back,
+and by the resource plugins' PreScore). Failures are not cached; see :func:`_parse_list`."""
+PARSED_LISTS_MAX = 4096
+"""Entries :data:`_PARSED_LISTS` holds before it is emptied (bounds what varied input can pin)."""
+
+
 def _parse_list(rl: Mapping[str, str]) -> dict[str, int]:
-    """Parse a ResourceList to integers: cpu in millicores, everything else ``Value()``."""
-    return {k: (milli_value(q) if k == "cpu" else value(q)) for k, q in rl.items()}
+    """Parse a ResourceList to integers: cpu in millicores, everything else ``Value()``.
+
+    Returns a new dict (callers add to it), parsed once per distinct list (a bounded cache).
+
+    Raises:
+        QuantityError: a value is not a quantity.
+    """
+    if not rl:
+        return {}
+    key = tuple(rl.items())
+    parsed = _PARSED_LISTS.get(key)
+    if parsed is None:
+        parsed = {k: (milli_value(q) if k == "cpu" else value(q)) for k, q in key}
+        if len(_PARSED_LISTS) >= PARSED_LISTS_MAX:
+            _PARSED_LISTS.clear()
+        _PARSED_LISTS[key] = parsed
+    return dict(parsed)
 
 
 def pod_requests(pod: Pod, non_missing: Mapping[str, int] | None = None) -> dict[str, int]:
@@ -489,6 +512,32 @@ class PodInfo:
         for slot in PodInfo.__slots__:
             setattr(clone, slot, getattr(self, slot))
         clone.pod = msgspec.structs.replace(self.pod, spec=msgspec.structs.replace(self.pod.spec, node_name=node))
+        return clone
+
+    def rebase(self, pod: Pod) -> PodInfo | None:
+        """This PodInfo over ``pod``, a newer version of the same pod, when nothing derived
+        here can differ: same namespace, name, uid and labels, and an equal spec (compared at
+        C speed by msgspec). None otherwise (build a new :class:`PodInfo`).
+
+        An assumed pod coming back bound from the informer is the case it serves: the Binding
+        changed nothing but ``spec.nodeName`` (already in the assumed copy), the status and the
+        resourceVersion. Upstream builds a new ``PodInfo`` there (``framework.NewPodInfo`` in
+        ``pkg/scheduler/eventhandlers.go`` ``updatePodInCache``); the result is the same.
+        """
+        old = self.pod
+        md, omd = pod.metadata, old.metadata
+        if (
+            md.uid != omd.uid
+            or md.name != omd.name
+            or md.namespace != omd.namespace
+            or md.labels != omd.labels
+            or pod.spec != old.spec
+        ):
+            return None
+        clone = PodInfo.__new__(PodInfo)
+        for slot in PodInfo.__slots__:
+            setattr(clone, slot, getattr(self, slot))
+        clone.pod = pod
         return clone
 
     @property

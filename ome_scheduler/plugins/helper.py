@@ -45,15 +45,16 @@ def find_untolerated_taint(
 
 def default_normalize_score(scores: list[int], reverse: bool, max_priority: int = MAX_NODE_SCORE) -> None:
     """``helper.DefaultNormalizeScore``: scale to ``0..max_priority`` (integer division), optionally reversed."""
+    # Whole-list assignments: this runs over the node window once per pod and plugin.
     max_count = max(scores, default=0)
     if max_count == 0:
         if reverse:
-            for i in range(len(scores)):
-                scores[i] = max_priority
+            scores[:] = [max_priority] * len(scores)
         return
-    for i, s in enumerate(scores):
-        v = max_priority * s // max_count
-        scores[i] = max_priority - v if reverse else v
+    if reverse:
+        scores[:] = [max_priority - max_priority * s // max_count for s in scores]
+    elif max_count != max_priority:  # at max_priority the scale is the identity
+        scores[:] = [max_priority * s // max_count for s in scores]
 
 
 def taint_events(
