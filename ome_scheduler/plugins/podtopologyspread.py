@@ -189,6 +189,9 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
         self.default_constraints = list(
             SYSTEM_DEFAULT_CONSTRAINTS if self.system_defaulted else args.default_constraints
         )
+        self._defaults_by_action: dict[str, list[Constraint]] = {}
+        """The default constraints parsed once per action: only their selector depends on the
+        pod, and :meth:`_build_default` replaces it with the workload's."""
 
     # ---- constraints --------------------------------------------------------------------
 
@@ -201,7 +204,11 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
 
     def _build_default(self, pod: Pod, action: str) -> list[Constraint]:
         """``buildDefaultConstraints``: default constraints with the pod's workload selector."""
-        cons = parse_constraints(self.default_constraints, pod.metadata.labels, action)
+        cons = self._defaults_by_action.get(action)
+        if cons is None:
+            # Upstream parses them with the pod's labels, but the selector that parsing builds
+            # is the part it then throws away, so the labels change nothing that is kept.
+            cons = self._defaults_by_action[action] = parse_constraints(self.default_constraints, {}, action)
         if not cons:
             return []
         sel = self._default_selector(pod)
