@@ -504,14 +504,17 @@ class PodInfo:
 
     def with_node(self, node: str) -> PodInfo:
         """A copy whose pod has ``spec.nodeName = node`` (the assumed pod); derived data is shared."""
-        import msgspec
+        # Nothing derived depends on nodeName, and this runs once per assumed pod on the hot path.
+        spec = msgspec.structs.replace(self.pod.spec, node_name=node)
+        return self._over(msgspec.structs.replace(self.pod, spec=spec))
 
-        # Copy the slots rather than re-running __init__: nothing derived depends on nodeName,
-        # and this runs once per assumed pod on the hot path.
+    def _over(self, pod: Pod) -> PodInfo:
+        """A copy of every slot, derived data shared, with ``pod`` in place of this one's
+        (cheaper than re-running ``__init__``); the caller vouches that nothing derived differs."""
         clone = PodInfo.__new__(PodInfo)
         for slot in PodInfo.__slots__:
             setattr(clone, slot, getattr(self, slot))
-        clone.pod = msgspec.structs.replace(self.pod, spec=msgspec.structs.replace(self.pod.spec, node_name=node))
+        clone.pod = pod
         return clone
 
     def rebase(self, pod: Pod) -> PodInfo | None:
@@ -534,11 +537,7 @@ class PodInfo:
             or pod.spec != old.spec
         ):
             return None
-        clone = PodInfo.__new__(PodInfo)
-        for slot in PodInfo.__slots__:
-            setattr(clone, slot, getattr(self, slot))
-        clone.pod = pod
-        return clone
+        return self._over(pod)
 
     @property
     def has_affinity(self) -> bool:
