@@ -90,8 +90,6 @@ def test_default_normalize_score_matches_upstream_arithmetic(scores: list[int], 
     # helper.DefaultNormalizeScore, element by element as upstream writes it.
     m = max(scores, default=0)
     want = [(100 if reverse else 0) if m == 0 else (100 - 100 * s // m if reverse else 100 * s // m) for s in scores]
-    if m == 0 and not reverse:
-        want = list(scores)
     got = list(scores)
     default_normalize_score(got, reverse)
     assert got == want
