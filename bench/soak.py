@@ -27,7 +27,7 @@ Measured (printed, and written as ``soak-<date>-<N>m.md`` / ``.json`` / ``.png``
   for one pod UID), no node over-committed by effective requests (:func:`effective_requests`,
   component-helpers' ``PodRequests``), no gang with bound members in two domains;
 * **cache drift** at the end (goal 0): ``SIGUSR2`` runs the scheduler's cache comparer
-  (``ome_scheduler/debugger.py``) against a fresh LIST after the churn stopped and the pending
+  (``ome_scheduler/app/debugger.py``) against a fresh LIST after the churn stopped and the pending
   pods settled;
 * **scheduling latency** (creation request sent → bound seen on a direct watch) p50/p99 by the
   phase the pod was created in: before, during and after the fault window;

@@ -427,7 +427,7 @@ _DRIFT_DONE = re.compile(r'"Cache comparer (finished|failed)"(?: differences=(\d
 
 
 def assert_no_drift(sched: SchedulerProcess, timeout: float = 60.0) -> None:
-    """Send SIGUSR2 to ``sched`` and assert that its cache comparer (``ome_scheduler/debugger.py``)
+    """Send SIGUSR2 to ``sched`` and assert that its cache comparer (``ome_scheduler/app/debugger.py``)
     found no difference between its cache, queue and gang state and a fresh LIST.
 
     Waits up to ``timeout`` seconds for the comparer's summary line; fails listing every

@@ -231,7 +231,7 @@ class Metrics:
             ["review"],
             "ALPHA",
         )
-        # The process's health: the event loop (ome_scheduler/watchdog.py) and the informers.
+        # The process's health: the event loop (ome_scheduler/app/watchdog.py) and the informers.
         self.event_loop_lag = hist(
             o + "event_loop_lag_seconds",
             "How late the event loop's periodic heartbeat woke up (sampled every 0.25 s at most); "

@@ -1,9 +1,9 @@
 """The scheduler's side of the HTTPS load test, run as its own process.
 
-``python -m tests.https_load_target --api URL`` wires what ``ome_scheduler.app.App`` wires
+``python -m tests.https_load_target --api URL`` wires what ``ome_scheduler.app.run.App`` wires
 around one API client, against the API server at ``URL``:
 
-* the HTTPS endpoint as the scheduler runs it (:class:`~ome_scheduler.server.SecureEndpoint`:
+* the HTTPS endpoint as the scheduler runs it (:class:`~ome_scheduler.serving.endpoints.SecureEndpoint`:
   reviews on a client derived from the main one, default limits) on ``127.0.0.1``, with the
   self-signed certificate;
 * a Lease leader elector on the main client, renewing every ``--retry-period`` seconds (kube's 15 s / 10 s / 2 s by default);
@@ -29,12 +29,12 @@ from typing import Any
 
 import anyio
 
+from ome_scheduler.app.leader import LeaderElector
 from ome_scheduler.kube.client import KubeClient
-from ome_scheduler.leader import LeaderElector
 from ome_scheduler.metrics import Metrics
-from ome_scheduler.secure_serving import raise_fd_limit
-from ome_scheduler.server import HealthState, SecureEndpoint, listen_socket
-from ome_scheduler.tls import DynamicServingCert
+from ome_scheduler.serving.endpoints import HealthState, SecureEndpoint, listen_socket
+from ome_scheduler.serving.secure_serving import raise_fd_limit
+from ome_scheduler.serving.tls import DynamicServingCert
 
 
 @dataclass

@@ -590,7 +590,7 @@ def test_deployment_of_3_2() -> None:
 
 
 def test_the_scheduler_cli_accepts_the_container_args() -> None:
-    from ome_scheduler.options import parse
+    from ome_scheduler.app.options import parse
 
     c = container(sched(verbosity=4, metrics={"bindAddress": "127.0.0.1", "securePort": 11259}))
     opts = parse(list(c["args"]))

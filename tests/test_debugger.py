@@ -15,9 +15,9 @@ import pytest
 from ome_scheduler import debugger as debugger_mod
 from ome_scheduler.api.core import Node, Pod
 from ome_scheduler.api.scheduling import PodGroup
-from ome_scheduler.app import INFORMERS, build_informer
+from ome_scheduler.app.debugger import CacheDebugger
+from ome_scheduler.app.informers import INFORMERS, build_informer
 from ome_scheduler.config.load import parse_config
-from ome_scheduler.debugger import CacheDebugger
 from ome_scheduler.framework.types import PodInfo, gang_key
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.scheduler import Scheduler

@@ -14,9 +14,9 @@ from ome_scheduler.api.core import Node, Pod
 from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.api.snapshot import ClusterSnapshot
 from ome_scheduler.config.load import parse_config
-from ome_scheduler.domainmap import PlotUnavailable, draw_domain_map
-from ome_scheduler.simreport import SimulationResult
-from ome_scheduler.simulate import Simulation
+from ome_scheduler.tools.domainmap import PlotUnavailable, draw_domain_map
+from ome_scheduler.tools.report import SimulationResult
+from ome_scheduler.tools.simulation import Simulation
 
 DK = "example.com/clique"
 PNG = b"\x89PNG\r\n\x1a\n"

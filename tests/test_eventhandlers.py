@@ -4,7 +4,7 @@ Issue 13's crash: the API server accepts ``requests: {cpu: "1e1000000"}`` (it st
 ``10e999999``); a pod with that request, whichever scheduler it names, reached the pod
 informer's handler, raised ``decimal.Overflow`` and took the process down, and the relist after
 a restart met the same pod again. Every test here feeds raw API JSON through
-:func:`ome_scheduler.app.build_informer` (the production wiring) and checks the scheduler goes
+:func:`ome_scheduler.app.informers.build_informer` (the production wiring) and checks the scheduler goes
 on serving everyone else.
 """
 
@@ -16,7 +16,7 @@ from typing import Any, cast
 
 import msgspec
 
-from ome_scheduler.app import INFORMERS, build_informer
+from ome_scheduler.app.informers import INFORMERS, build_informer
 from ome_scheduler.config.load import parse_config
 from ome_scheduler.kube.client import KubeClient
 from ome_scheduler.kube.informer import Informer

@@ -19,8 +19,8 @@ import pytest
 from e2e.manifests import HOSTNAME, chart_config, node, pod, pod_group
 from ome_scheduler.api.snapshot import ClusterSnapshot, write_snapshot
 from ome_scheduler.config.load import parse_config
-from ome_scheduler.explain import Explanation, explain, render_text
-from ome_scheduler.simulate import Simulation
+from ome_scheduler.tools.explainer import Explanation, explain, render_text
+from ome_scheduler.tools.simulation import Simulation
 from tests.snapshots import snapshot
 
 DK = "example.com/clique"

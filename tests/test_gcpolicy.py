@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import anyio
 import pytest
 
-from ome_scheduler import gcpolicy
-from ome_scheduler.gcpolicy import freeze_long_lived, refreeze_forever, release_free_memory
+from ome_scheduler.app import gcpolicy
+from ome_scheduler.app.gcpolicy import freeze_long_lived, refreeze_forever, release_free_memory
 
 
 @pytest.fixture(autouse=True)

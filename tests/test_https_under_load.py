@@ -40,7 +40,7 @@ from typing import Any
 
 import pytest
 
-from ome_scheduler.delegated_auth import ReviewLimits
+from ome_scheduler.serving.delegated_auth import ReviewLimits
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE_S = 8.0

@@ -15,6 +15,8 @@ somewhere in ``ome_scheduler/``.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,49 +26,48 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 # (importing room, imported room): forbidden. A room is a module path prefix below ome_scheduler.
-WALLS: tuple[tuple[str, str, str], ...] = (
-    ("framework", "kube", "the framework does no I/O"),
-    ("plugins", "kube", "plugins do no I/O: they use Handle ports"),
-    ("backend", "kube", "the cache and queue do no I/O"),
-    ("plugins", "framework.runtime", "plugins depend on framework interfaces, not the runtime"),
-    ("plugins", "scheduler", "plugins see the scheduler only as a Handle"),
-    ("plugins", "schedule_one", "plugins see the scheduler only as a Handle"),
-    ("plugins", "eventhandlers", "plugins see the scheduler only as a Handle"),
-    ("plugins", "app", "plugins know nothing of the process"),
-    ("framework", "plugins", "the framework knows plugins only through the registry it is given"),
-    ("framework", "scheduler", "the framework is below the scheduler"),
-    ("framework", "app", "the framework is below the process"),
-    ("backend", "plugins", "the backend knows no plugin"),
-    ("scheduler", "plugins.gangpack", "the core reaches OMEGangPack only through the registry and the Handle"),
-    ("schedule_one", "plugins.gangpack", "the core reaches OMEGangPack only through the registry and the Handle"),
-    ("generic_scheduler", "plugins.gangpack", "the core reaches OMEGangPack only through the registry"),
-    ("eventhandlers", "plugins", "event handlers feed the backend, never a plugin"),
-    ("app", "plugins.gangpack", "the process reaches OMEGangPack only through the registry"),
-    ("debugger", "plugins", "the cache debugger reads plugin state only through Plugin.check_state"),
-    ("backend", "scheduler", "the backend is below the scheduler"),
-    ("api", "", "API records import only other API records"),
-    ("config", "framework", "configuration is below the framework"),
-    ("config", "plugins", "configuration is below the plugins"),
-    ("config", "kube", "configuration does no I/O"),
-    ("config", "backend", "configuration is below the backend"),
-    ("util", "framework", "util is a leaf"),
-    ("util", "plugins", "util is a leaf"),
-    ("util", "backend", "util is a leaf"),
-    ("util", "kube", "util is a leaf"),
-    ("kube", "framework", "the API client knows nothing of scheduling"),
-    ("kube", "plugins", "the API client knows nothing of scheduling"),
-    ("kube", "backend", "the API client knows nothing of scheduling"),
-    ("simulate", "kube", "the simulation reads files, never the API server (snapshot does)"),
-    ("simreport", "kube", "the simulation report does no I/O"),
-    ("domainmap", "kube", "the domain map draws a simulation result only"),
-    *(
-        (engine, tool, "the engine knows nothing of the offline tools")
-        for engine in ("framework", "plugins", "backend", "scheduler", "schedule_one", "eventhandlers", "app")
-        for tool in ("snapshot", "simulate", "simreport", "domainmap", "explain")
-    ),
+# These are the finer walls; the coarse ones are each subpackage's "May import:" line (below).
+TOOLS_WITHOUT_IO = (
+    "snapshot",
+    "anonymize",
+    "simulate",
+    "simulation",
+    "virtualtime",
+    "standins",
+    "inputs",
+    "report",
+    "domainmap",
+    "explain",
+    "explainer",
 )
-# Rooms an ``api`` module may still import (the ``("api", "")`` wall forbids everything else).
-ALLOWED_FROM_API = ("api",)
+WALLS: tuple[tuple[str, str, str], ...] = (
+    ("plugins", "framework.runtime", "plugins depend on framework interfaces, not the runtime"),
+    ("backend", "framework.runtime", "the backend depends on framework interfaces, not the runtime"),
+    ("scheduler", "plugins.gangpack", "the core reaches OMEGangPack only through the registry and the Handle"),
+    ("schedule_one", "plugins", "the scheduling cycle reaches plugins only through the framework"),
+    ("generic_scheduler", "plugins", "node selection reaches plugins only through the framework"),
+    ("eventhandlers", "plugins", "event handlers feed the backend, never a plugin"),
+    ("app", "plugins", "the process reaches plugins only through the scheduler's registry"),
+    ("app.debugger", "plugins", "the cache debugger reads plugin state only through Plugin.check_state"),
+    ("controllers", "plugins", "controllers read the backend's state, never a plugin's"),
+    ("controllers", "scheduler", "controllers run beside the scheduler, not inside it"),
+    ("serving", "scheduler", "the endpoint reads health and metrics, never scheduling state"),
+    ("app.informers", "app.run", "the informer table is read by snapshot without the server stack"),
+    ("app.informers", "serving", "the informer table is read by snapshot without the server stack"),
+    *((f"tools.{t}", "kube", "only tools/listing.py talks to the API server") for t in TOOLS_WITHOUT_IO),
+    ("tools", "app.run", "the offline tools never load the server stack"),
+    ("tools", "serving", "the offline tools never load the server stack"),
+    *(
+        (engine, "tools", "the engine knows nothing of the offline tools")
+        for engine in ("scheduler", "schedule_one", "generic_scheduler", "eventhandlers", "metrics", "logs")
+    ),
+    ("metrics", "", "metrics families are a leaf below everything"),
+    ("logs", "", "logging is a leaf below everything"),
+    ("cli", "framework", "the command reaches the engine only through app/ and tools/"),
+    ("cli", "scheduler", "the command reaches the engine only through app/ and tools/"),
+)
+ROOT_MODULES_AT_MOST = 10
+"""Modules beside the subpackages in ``ome_scheduler/`` (issue 23: ``ls`` shows the architecture)."""
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -127,13 +128,102 @@ def breaches(root: Path = ROOT) -> list[str]:
             for src, dst, why in WALLS:
                 if not in_room(me, src) or not in_room(target, dst):
                     continue
-                if src == "api" and any(in_room(target, a) for a in ALLOWED_FROM_API):
-                    continue
                 if target in ("ome_scheduler",):
                     continue
                 rel = path.relative_to(root)
                 out.append(f"{rel}:{line}: imports {target} ({src}/ -> {dst or 'anything'}/: {why})")
     return out
+
+
+def subpackages(root: Path = ROOT) -> list[Path]:
+    """The top-level subpackages of ``ome_scheduler/`` (each a room)."""
+    return sorted(p.parent for p in (root / "ome_scheduler").glob("*/__init__.py"))
+
+
+def may_import(package: Path) -> tuple[str, ...] | str:
+    """The rooms ``package``'s docstring says it may import (its "May import:" line), or why
+    the docstring does not say (no docstring, no "Lives here:", no "May import:")."""
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8"))) or ""
+    if "Lives here" not in doc:
+        return "its docstring does not say what lives there (a 'Lives here' paragraph)"
+    for para in doc.split("\n\n"):
+        flat = " ".join(para.split())
+        if flat.startswith("May import:"):
+            return tuple(r.strip() for r in flat.removeprefix("May import:").rstrip(".").split(",") if r.strip())
+    return "its docstring does not say what it may import (a 'May import:' line)"
+
+
+def top_room(module: str) -> str:
+    """``ome_scheduler.plugins.gangpack.plugin`` -> ``plugins``; a root module is its own room."""
+    return room(module).split(".")[0]
+
+
+def allowlist_breaches(root: Path = ROOT) -> list[str]:
+    """Imports that leave a subpackage for a room its docstring does not allow."""
+    out = []
+    allowed = {p.name: may_import(p) for p in subpackages(root)}
+    for name, rooms in allowed.items():
+        if isinstance(rooms, str):
+            out.append(f"ome_scheduler/{name}/__init__.py: {rooms}")
+    for path in sources(root):
+        me = module_name(path, root)
+        mine = top_room(me)
+        rooms = allowed.get(mine)
+        if not isinstance(rooms, tuple):
+            continue
+        for line, target in imports(path, root):
+            if not target.startswith("ome_scheduler.") or top_room(target) == mine:
+                continue
+            if top_room(target) not in rooms:
+                rel = path.relative_to(root)
+                out.append(f"{rel}:{line}: imports {target} ({mine}/ may import only {', '.join(rooms)})")
+    return out
+
+
+def test_every_subpackage_says_what_lives_there_and_what_it_may_import() -> None:
+    found = allowlist_breaches()
+    assert not found, "subpackage walls breached:\n" + "\n".join(found)
+
+
+def test_the_package_root_shows_the_architecture() -> None:
+    """``ls ome_scheduler``: the modules that mirror ``pkg/scheduler``'s root, beside the rooms."""
+    modules = sorted(p.name for p in (ROOT / "ome_scheduler").glob("*.py"))
+    assert len(modules) <= ROOT_MODULES_AT_MOST, modules
+
+
+def test_the_allowlist_catches_a_breach(tmp_path: Path) -> None:
+    """A serving module importing the scheduler is reported; a package without the lines too."""
+    pkg = tmp_path / "ome_scheduler"
+    (pkg / "serving").mkdir(parents=True)
+    (pkg / "serving" / "__init__.py").write_text('"""x\n\nLives here: y.\n\nMay import: logs."""\n', encoding="utf-8")
+    (pkg / "serving" / "endpoints.py").write_text("from ome_scheduler import scheduler\n", encoding="utf-8")
+    (pkg / "scheduler.py").write_text("", encoding="utf-8")
+    (pkg / "kube").mkdir()
+    (pkg / "kube" / "__init__.py").write_text('"""No lines."""\n', encoding="utf-8")
+    assert allowlist_breaches(tmp_path) == [
+        "ome_scheduler/kube/__init__.py: its docstring does not say what lives there (a 'Lives here' paragraph)",
+        "ome_scheduler/serving/endpoints.py:1: imports ome_scheduler.scheduler (serving/ may import only logs)",
+    ]
+
+
+def test_explain_help_loads_no_engine_and_no_server_stack() -> None:
+    """``ome-scheduler explain --help`` (and ``simulate --help``, ``snapshot --help``) imports
+    only the command line: the engine, the API client and the server stack load after the
+    arguments parse, when they are used."""
+    probe = (
+        "import sys\n"
+        "from ome_scheduler.cli import main\n"
+        "try:\n"
+        "    main([sys.argv[1], '--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = ('ome_scheduler.scheduler', 'ome_scheduler.kube', 'ome_scheduler.app.run', 'ome_scheduler.serving',\n"
+        "         'aiohttp', 'cryptography', 'pydantic', 'kr8s', 'prometheus_client', 'msgspec')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"
+    )
+    for tool in ("explain", "simulate", "snapshot"):
+        r = subprocess.run([sys.executable, "-c", probe, tool], capture_output=True, text=True, check=True)
+        assert r.stdout.splitlines()[-1] == "[]", (tool, r.stdout[-2000:])
 
 
 def test_no_module_breaches_a_wall() -> None:
@@ -206,16 +296,18 @@ def test_no_import_cycle() -> None:
 
 
 def test_the_walls_catch_a_breach(tmp_path: Path) -> None:
-    """The checker itself: a plugin importing the API client is reported with file and line."""
+    """The checker itself: a plugin importing the framework runtime is reported with file and line."""
     probe = tmp_path / "ome_scheduler" / "plugins" / "probe.py"
     probe.parent.mkdir(parents=True)
-    (tmp_path / "ome_scheduler" / "kube").mkdir()
-    (tmp_path / "ome_scheduler" / "kube" / "client.py").write_text("", encoding="utf-8")
-    probe.write_text("import os\n\n\ndef f() -> None:\n    from ome_scheduler.kube import client\n", encoding="utf-8")
+    (tmp_path / "ome_scheduler" / "framework").mkdir()
+    (tmp_path / "ome_scheduler" / "framework" / "runtime.py").write_text("", encoding="utf-8")
+    probe.write_text(
+        "import os\n\n\ndef f() -> None:\n    from ome_scheduler.framework import runtime\n", encoding="utf-8"
+    )
     found = breaches(tmp_path)
     assert found == [
-        "ome_scheduler/plugins/probe.py:5: imports ome_scheduler.kube.client "
-        "(plugins/ -> kube/: plugins do no I/O: they use Handle ports)"
+        "ome_scheduler/plugins/probe.py:5: imports ome_scheduler.framework.runtime "
+        "(plugins/ -> framework.runtime/: plugins depend on framework interfaces, not the runtime)"
     ]
 
 

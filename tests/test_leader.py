@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ome_scheduler.leader import LeaderElector
+from ome_scheduler.app.leader import LeaderElector
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.util.timestamps import now_micro, parse_rfc3339
 from tests.apiserver import FakeApiServer

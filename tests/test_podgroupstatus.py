@@ -24,10 +24,7 @@ from ome_scheduler.api.scheduling import (
 )
 from ome_scheduler.backend.cache import SchedulerCache
 from ome_scheduler.backend.podgroups import PodGroupState
-from ome_scheduler.framework.types import GangPlacement, PodInfo, gang_key
-from ome_scheduler.kube.podgroupwriter import PodGroupWriter
-from ome_scheduler.metrics import Metrics
-from ome_scheduler.podgroupstatus import (
+from ome_scheduler.controllers.podgroupstatus import (
     DELAY,
     MIN_INTERVAL,
     GangCounts,
@@ -36,6 +33,9 @@ from ome_scheduler.podgroupstatus import (
     desired_status,
     phase_of,
 )
+from ome_scheduler.framework.types import GangPlacement, PodInfo, gang_key
+from ome_scheduler.kube.podgroupwriter import PodGroupWriter
+from ome_scheduler.metrics import Metrics
 from tests.apiserver import FakeApiServer
 from tests.builders import make_node, make_pod, make_pod_group
 
@@ -378,7 +378,7 @@ def test_refusals_wait_for_the_next_change_and_server_errors_back_off() -> None:
 
 def test_writes_wait_while_the_scheduler_is_busy_but_not_forever() -> None:
     async def main(api: FakeApiServer) -> None:
-        from ome_scheduler.podgroupstatus import MAX_DEFER
+        from ome_scheduler.controllers.podgroupstatus import MAX_DEFER
 
         pg = stored(api, make_pod_group("g", min_member=2, topology_key=TK))
         state, _ = gang_state(pg, pending=2)

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from ome_scheduler.secure_serving import HttpsServer, Request, Response, ServingLimits, connection_cap
-from ome_scheduler.server import listen_socket
-from ome_scheduler.tls import DynamicServingCert, TLSPolicy
+from ome_scheduler.serving.endpoints import listen_socket
+from ome_scheduler.serving.secure_serving import HttpsServer, Request, Response, ServingLimits, connection_cap
+from ome_scheduler.serving.tls import DynamicServingCert, TLSPolicy
 
 CERTS = DynamicServingCert(None, None)
 

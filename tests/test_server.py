@@ -22,12 +22,12 @@ from typing import Any
 import aiohttp
 import pytest
 
-from ome_scheduler import delegated_auth
-from ome_scheduler.delegated_auth import ReviewLimits
 from ome_scheduler.kube.client import KubeClient
 from ome_scheduler.metrics import Metrics
-from ome_scheduler.server import HealthState, SecureEndpoint, listen_socket
-from ome_scheduler.tls import DynamicServingCert
+from ome_scheduler.serving import delegated_auth
+from ome_scheduler.serving.delegated_auth import ReviewLimits
+from ome_scheduler.serving.endpoints import HealthState, SecureEndpoint, listen_socket
+from ome_scheduler.serving.tls import DynamicServingCert
 from tests.apiserver import FakeApiServer
 
 TOKENREVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"

@@ -24,8 +24,9 @@ from ome_scheduler.api.core import Node, Pod
 from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.api.snapshot import ClusterSnapshot, SnapshotError, decode_manifests, write_snapshot
 from ome_scheduler.config.load import parse_config
-from ome_scheduler.simreport import SimulationResult, render_text
-from ome_scheduler.simulate import Simulation, VirtualTimeLoop
+from ome_scheduler.tools.report import SimulationResult, render_text
+from ome_scheduler.tools.simulation import Simulation
+from ome_scheduler.tools.virtualtime import VirtualTimeLoop
 from tests.snapshots import snapshot
 
 DK = "example.com/clique"

@@ -23,8 +23,9 @@ from ome_scheduler.api.snapshot import (
     write_snapshot,
 )
 from ome_scheduler.config.load import parse_config
-from ome_scheduler.simulate import Simulation
-from ome_scheduler.snapshot import Anonymizer, take_snapshot
+from ome_scheduler.tools.anonymize import Anonymizer
+from ome_scheduler.tools.listing import take_snapshot
+from ome_scheduler.tools.simulation import Simulation
 from tests.apiserver import FakeApiServer
 
 DK = "example.com/clique"

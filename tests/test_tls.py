@@ -15,10 +15,16 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from ome_scheduler import tls
-from ome_scheduler.secure_serving import HttpsServer, Request, Response
-from ome_scheduler.server import listen_socket
-from ome_scheduler.tls import DynamicServingCert, TLSPolicy, parse_cipher_suites, parse_min_version, self_signed_pem
+from ome_scheduler.serving import tls
+from ome_scheduler.serving.endpoints import listen_socket
+from ome_scheduler.serving.secure_serving import HttpsServer, Request, Response
+from ome_scheduler.serving.tls import (
+    DynamicServingCert,
+    TLSPolicy,
+    parse_cipher_suites,
+    parse_min_version,
+    self_signed_pem,
+)
 
 
 def write_pair(d: Path, host: str) -> tuple[bytes, bytes]:

@@ -1,4 +1,4 @@
-"""The event loop's heartbeat and the watchdog thread (``ome_scheduler/watchdog.py``).
+"""The event loop's heartbeat and the watchdog thread (``ome_scheduler/app/watchdog.py``).
 
 Real loops, real threads, real stalls (``time.sleep`` on the loop), scaled down: bounds of a
 tenth of a second instead of 2.5 s. The last test runs the default stall action in a process
@@ -15,8 +15,8 @@ import threading
 import time
 from pathlib import Path
 
+from ome_scheduler.app.watchdog import LoopWatchdog, stall_bound
 from ome_scheduler.metrics import Metrics
-from ome_scheduler.watchdog import LoopWatchdog, stall_bound
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -110,7 +110,7 @@ def test_the_default_action_writes_one_line_and_exits_with_status_1() -> None:
     script = textwrap.dedent(
         """
         import asyncio, time
-        from ome_scheduler.watchdog import LoopWatchdog
+        from ome_scheduler.app.watchdog import LoopWatchdog
 
         async def main():
             wd = LoopWatchdog(0.2, armed=lambda: True)

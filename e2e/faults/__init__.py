@@ -15,7 +15,7 @@ who sent what, when. A cluster started before audit logging existed has none: st
 Test-only hooks the scheduler honours (never set outside tests):
 
 * ``OME_SCHEDULER_TEST_STALL_SIGNAL=<seconds>``: SIGUSR1 blocks the scheduler's event loop for
-  that long (``ome_scheduler.app``), as a pathological input or a paused VM would.
+  that long (``ome_scheduler.app.run``), as a pathological input or a paused VM would.
 
 Modules:
 

@@ -55,7 +55,7 @@ NOWHERE = {
 }
 """Required pod affinity to a pod that never exists."""
 PLACEMENT_ANNOTATION = "ome.io/placement"
-"""Where the scheduler says a gang is: ``Holding``, ``Pinned`` or ``Bound`` (``podgroupstatus.py``)."""
+"""Where the scheduler says a gang is: ``Holding``, ``Pinned`` or ``Bound`` (``controllers/podgroupstatus.py``)."""
 
 
 @pytest.fixture(scope="module")

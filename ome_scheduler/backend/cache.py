@@ -7,7 +7,7 @@ posted) until the informer shows it bound, or it is *forgotten* if binding fails
 pods never expire (upstream's TTL is 0 since 1.30): :meth:`SchedulerCache.finish_binding`
 records when the Binding succeeded, and :meth:`SchedulerCache.unconfirmed` lists the
 assumptions whose confirmation is overdue, for the cache debugger to check against the API
-server (``ome_scheduler/debugger.py``) rather than to expire blindly.
+server (``ome_scheduler/app/debugger.py``) rather than to expire blindly.
 
 The scheduling cycle runs synchronously on the event loop, so the cache itself is the
 cycle's snapshot: nothing can change between PreFilter and Reserve. ``node_infos()`` lists

@@ -16,7 +16,7 @@ Plugins that must react to PodGroup changes beyond the queueing hints (waking me
 backoff, re-evaluating members waiting at Permit) subscribe with :meth:`subscribe`; the event
 handlers call :meth:`notify` after the queue has seen the event.
 
-It also keeps what users are told about each gang (``podgroupstatus.py`` writes it): the
+It also keeps what users are told about each gang (``controllers/podgroupstatus.py`` writes it): the
 placement OMEGangPack reported (:meth:`set_placement`), the last reason a member could not be
 scheduled (:meth:`set_reason`, from the scheduling cycle), and which gangs changed since the
 status writer last looked (:meth:`take_changed`: every PodGroup, member or report change marks

@@ -1,0 +1,12 @@
+"""The scheduling framework: plugin interfaces, Status, CycleState, NodeInfo and the runtime.
+
+Lives here (upstream ``pkg/scheduler/framework``): ``interface.py`` (the extension points'
+contracts and the Handle plugins see), ``status.py`` (Status and its codes), ``types.py``
+(PodInfo, NodeInfo, QueuedPodInfo, Resource), ``events.py`` (cluster events and queueing
+hints), ``runtime.py`` (runs a profile's plugins at each extension point; FitError),
+``waiting_pods.py`` (pods parked at Permit), ``equivalence.py`` (per-shape Filter/Score
+reuse), ``fence.py`` (no Binding from a leader whose lease may have passed). No I/O: the
+whole engine runs in unit tests and offline.
+
+May import: api, util, config, framework, logs, metrics.
+"""

@@ -23,9 +23,9 @@ scheduler's one seam against that, on the monotonic clock of the process:
 
 What is left, the time between the guard and the bytes leaving (a synchronous write on a
 pooled connection, unless the event loop stalls right there), is bounded by the loop
-watchdog (``ome_scheduler.watchdog``), which ends the process when the loop stalls.
+watchdog (``ome_scheduler.app.watchdog``), which ends the process when the loop stalls.
 
-The scheduler is given a fence only when leader election is on (``ome_scheduler.app``).
+The scheduler is given a fence only when leader election is on (``ome_scheduler.app.run``).
 """
 
 from __future__ import annotations

@@ -180,7 +180,7 @@ class Handle(Protocol):
 @dataclass(frozen=True)
 class ClusterTruth:
     """What the API server holds, from a fresh LIST, as the cache debugger
-    (``ome_scheduler/debugger.py``) hands it to :meth:`Plugin.check_state`.
+    (``ome_scheduler/app/debugger.py``) hands it to :meth:`Plugin.check_state`.
 
     ``pod_groups``: gang -> its PodGroup's UID; ``bound_members``: gang -> bound member
     ``namespace/name`` -> node name (finished pods excluded); ``node_labels``: node name -> labels.

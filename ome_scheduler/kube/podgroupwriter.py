@@ -1,6 +1,6 @@
 """PodGroup status and annotation writes, and the member count that needs a LIST.
 
-The I/O half of the leader's PodGroup status keeper (``ome_scheduler/podgroupstatus.py``
+The I/O half of the leader's PodGroup status keeper (``ome_scheduler/controllers/podgroupstatus.py``
 decides *what* to write and *when*; this module only writes it):
 
 * :meth:`PodGroupWriter.update_status`: ``PUT .../podgroups/{name}/status`` (the status

@@ -1,7 +1,7 @@
 """The storage objects the volume plugins read, and the PV/PVC helpers they share.
 
 ``VolumeStore`` is the scheduler's view of PersistentVolumes, PersistentVolumeClaims and
-StorageClasses, kept current by informers (``app.py``). Like upstream's assume caches
+StorageClasses, kept current by informers (``app/informers.py``). Like upstream's assume caches
 (``pkg/scheduler/framework/plugins/volumebinding/assume_cache.go``), VolumeBinding can
 *assume* a PV bound to a claim or a claim annotated with a selected node at Reserve; the
 assumed copy wins until the informer delivers a newer version or Unreserve restores it.

@@ -32,7 +32,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ome_scheduler.app import INFORMERS, InformerSpec, build_informer
+from ome_scheduler.app.informers import INFORMERS, InformerSpec, build_informer
 from ome_scheduler.config.load import parse_config
 from ome_scheduler.kube.client import KubeClient
 from ome_scheduler.kube.informer import Informer

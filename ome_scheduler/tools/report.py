@@ -1,8 +1,8 @@
 """The result of ``ome-scheduler simulate``: records, JSON and the text report.
 
-:class:`SimulationResult` is what :class:`ome_scheduler.simulate.Simulation` returns;
+:class:`SimulationResult` is what :class:`ome_scheduler.tools.simulation.Simulation` returns;
 :meth:`SimulationResult.to_json` is ``--output json`` (camelCase keys) and
-:func:`render_text` the default report. :mod:`ome_scheduler.domainmap` draws the same result.
+:func:`render_text` the default report. :mod:`ome_scheduler.tools.domainmap` draws the same result.
 """
 
 from __future__ import annotations

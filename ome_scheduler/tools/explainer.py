@@ -1,46 +1,21 @@
-"""``ome-scheduler explain``: why a gang (or pod) is pending, and where it would go now.
+"""The analysis behind ``ome-scheduler explain``: a gang's members, every domain's room, and the decision.
 
-``ome-scheduler explain podgroup NS/NAME`` and ``ome-scheduler explain pod NS/NAME`` are
-read-only and run with the user's own kubeconfig. They list the cluster exactly as
-``ome-scheduler snapshot`` does (the informers' paths and decoders), build the scheduler's
-engine offline as ``ome-scheduler simulate`` does (the same configuration file, cache, plugins
-and OMEGangPack), and then, in dry run (no write to the API server, no Lease):
-
-* list the gang's members and their state: ``bound`` (a node), ``waiting`` (at Permit:
-  ``status.nominatedNodeName``), ``pending`` (its ``PodScheduled`` message), ``gated``, or
-  ``not ours`` (another ``schedulerName``);
-* for every domain under the gang's topology key: its room counted in members like the gang's
-  (OMEGangPack's rule 1), the gangs holding it, and for a domain the gang does not fit, the
-  reasons its nodes reject a member, aggregated as kube-scheduler's ``FitError`` does
-  (``2 Insufficient nvidia.com/gpu, 1 node(s) didn't match pod anti-affinity rules``);
-* run one real scheduling cycle for a pending member: the domain it would pin and the node it
-  would take now, or the ``FailedScheduling`` message the scheduler would record, byte for byte.
-
-The live scheduler's holds (pins of forming gangs) live in its memory, not in the API; they are
-derived from what the cluster shows: members waiting at Permit are assumed on their nominated
-node (``status.nominatedNodeName``), and a gang whose PodGroup says ``ome.io/placement:
-Holding`` (or has members waiting at Permit) holds its domain for its remaining members. What
-cannot be seen (domains a gang recently failed in, holds made in the last second) can make the
-live answer differ; the output says which holds were derived and how.
-
-Exit status: 0 explained, 1 the object is missing, the cluster cannot be read or the
-configuration is invalid (message on stderr), 2 usage.
+:class:`Explainer` builds the scheduler's engine offline from a snapshot and a configuration
+(as ``simulate`` does), derives the live scheduler's holds from what the API shows, and answers
+in dry run; :class:`Explanation` is the answer (``-o json``), :func:`render_text` its text.
+The command line and what it promises are in :mod:`ome_scheduler.tools.explain`.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import sys
 import time
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from ome_scheduler import logs
 from ome_scheduler.api.core import Pod
 from ome_scheduler.api.scheduling import (
     ANN_PLACEMENT,
@@ -51,9 +26,7 @@ from ome_scheduler.api.scheduling import (
     PLACEMENT_HOLDING,
     PodGroup,
 )
-from ome_scheduler.api.snapshot import ClusterSnapshot, SnapshotError, read_snapshot
-from ome_scheduler.config.errors import ConfigError
-from ome_scheduler.config.load import load_config
+from ome_scheduler.api.snapshot import ClusterSnapshot
 from ome_scheduler.config.types import KubeSchedulerConfiguration
 from ome_scheduler.framework.interface import CycleState
 from ome_scheduler.framework.types import POD_GROUP_LABEL, GangKey, NodeInfo, PodInfo, QueuedPodInfo, gang_key
@@ -61,8 +34,7 @@ from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, te
 from ome_scheduler.plugins.gangpack.gang import is_live, topology_key_of
 from ome_scheduler.plugins.gangpack.placement import GangPlanner, group_by_domain
 from ome_scheduler.plugins.gangpack.plugin import OMEGangPack
-from ome_scheduler.simulate import Simulation, check_quantities
-from ome_scheduler.util.output import write_result
+from ome_scheduler.tools.simulation import Simulation
 from ome_scheduler.util.validation import is_qualified_name
 
 DERIVED_HOLDS = (
@@ -608,68 +580,9 @@ def render_text(ex: Explanation) -> str:
     return "\n".join(lines) + "\n"
 
 
-# ---- command ------------------------------------------------------------------------------------------
-
-
-def parser() -> argparse.ArgumentParser:
-    """``ome-scheduler explain`` flags."""
-    p = argparse.ArgumentParser(
-        prog="ome-scheduler explain",
-        description="Explain why a gang (or pod) is pending and where it would go now: its members, every domain's "
-        "room, holds and per-node reasons, and the scheduler's decision in dry run (read-only).",
-    )
-    p.add_argument("kind", choices=("pod", "podgroup", "pg"), help="what to explain")
-    p.add_argument("target", metavar="NS/NAME", help="namespace/name")
-    p.add_argument("--config", help="KubeSchedulerConfiguration file (default: the built-in, the chart's default)")
-    p.add_argument("--kubeconfig", help="kubeconfig (default: KUBECONFIG, ~/.kube/config, in-cluster)")
-    p.add_argument("--master", help="API server URL (overrides the kubeconfig)")
-    p.add_argument("--snapshot", help="explain from a snapshot file instead of the live cluster")
-    p.add_argument("--output", "-o", choices=("text", "json"), default="text", help="report format")
-    return p
-
-
 def explain(
     cfg: KubeSchedulerConfiguration, snapshot: ClusterSnapshot, kind: str, namespace: str, name: str
 ) -> Explanation | str:
     """Explain ``kind`` (``pod`` or ``podgroup``) ``namespace/name`` in ``snapshot`` under ``cfg``;
     a string says why it cannot be explained (not found)."""
     return Explainer(cfg, snapshot).run("pod" if kind == "pod" else "podgroup", namespace, name)
-
-
-def main(argv: Sequence[str]) -> int:
-    """Run ``ome-scheduler explain``; returns the exit status."""
-    args = parser().parse_args(list(argv))
-    logs.configure(0, "text")  # the offline engine's own log lines would only repeat the report
-    ns, sep, name = args.target.partition("/")
-    if not sep or not ns or not name:
-        sys.stderr.write(f"Error: {args.target!r} is not NAMESPACE/NAME\n")
-        return 2
-    try:
-        cfg = load_config(args.config)
-    except ConfigError as exc:
-        sys.stderr.write(f"Error: invalid configuration: {exc}\n")
-        return 1
-    if args.snapshot:
-        try:
-            read = read_snapshot(Path(args.snapshot))
-            check_quantities([*read.nodes, *read.pods], f"snapshot {args.snapshot}")
-            snap: ClusterSnapshot | str = read
-        except SnapshotError as exc:
-            snap = str(exc)
-    else:
-        from ome_scheduler.snapshot import take
-
-        snap = asyncio.run(take(args.kubeconfig, args.master))
-    if isinstance(snap, str):
-        sys.stderr.write(f"Error: {snap}\n")
-        return 1
-    try:
-        ex = explain(cfg, snap, args.kind, ns, name)
-    except ConfigError as exc:
-        sys.stderr.write(f"Error: invalid configuration: {exc}\n")
-        return 1
-    if isinstance(ex, str):
-        sys.stderr.write(f"Error: {ex}\n")
-        return 1
-    write_result(args.output, ex.to_json, lambda: render_text(ex))
-    return 0

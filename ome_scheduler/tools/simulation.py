@@ -1,4 +1,4 @@
-"""``ome-scheduler simulate``: the real scheduler engine over a snapshot plus what-if objects.
+"""The simulation: the real scheduler engine over a snapshot plus what-if objects.
 
 Answers "if this gang arrives now, does it fit, where, and what is left?" offline. The
 :class:`Simulation` builds the real :class:`~ome_scheduler.scheduler.Scheduler` (the same
@@ -6,12 +6,15 @@ cache, queue, plugins, OMEGangPack's pins and Permit gate, the same configuratio
 drives it exactly as the process does, through the informer event handlers
 (``scheduler.handlers``), with three stand-ins for the API server:
 
-* :class:`MemoryBinder`: a Binding succeeds at once and is confirmed the way the informer
-  confirms it, by feeding the bound pod back through ``handlers.on_pod_update``;
-* :class:`CapturingRecorder`: keeps each pod's ``FailedScheduling`` and ``Scheduled`` notes;
-* :class:`VirtualTimeLoop`: an asyncio event loop on a simulated clock. Scheduling takes no
-  simulated time; when nothing is ready to run, the clock jumps to the next timer (backoff
-  flushes, Permit timeouts, the gang GC), so ten minutes of Permit wait cost microseconds.
+* ``MemoryBinder`` (:mod:`ome_scheduler.tools.standins`): a Binding succeeds at once and is
+  confirmed the way the informer confirms it, by feeding the bound pod back through
+  ``handlers.on_pod_update``;
+* ``CapturingRecorder`` (same module): keeps each pod's ``FailedScheduling`` and ``Scheduled``
+  notes;
+* ``VirtualTimeLoop`` (:mod:`ome_scheduler.tools.virtualtime`): an asyncio event loop on a
+  simulated clock. Scheduling takes no simulated time; when nothing is ready to run, the clock
+  jumps to the next timer (backoff flushes, Permit timeouts, the gang GC), so ten minutes of
+  Permit wait cost microseconds.
 
 The snapshot (:mod:`ome_scheduler.api.snapshot`) is replayed first (namespaces, nodes,
 storage, PodGroups, then pods: bound ones fill the cache, pending ones of this scheduler's
@@ -28,32 +31,24 @@ fed back, as no queueing hint registers them.
 
 The result (:class:`SimulationResult`) says where each pod would bind, which gangs stay
 pending and why (their members' last ``FailedScheduling`` message), and the room of every
-domain before and after (:class:`DomainRow`); :func:`render_text` and ``--output json`` print
-it, ``--png`` draws it (:mod:`ome_scheduler.domainmap`).
+domain before and after (:class:`DomainRow`); :mod:`ome_scheduler.tools.report` prints it
+as text or JSON, :mod:`ome_scheduler.tools.domainmap` draws it.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import random
-import selectors
-import sys
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from ome_scheduler import logs
 from ome_scheduler.api.core import Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass
 from ome_scheduler.api.scheduling import PodGroup
-from ome_scheduler.api.snapshot import ClusterSnapshot, SnapshotError, decode_manifests, read_snapshot
-from ome_scheduler.config.errors import ConfigError
-from ome_scheduler.config.load import load_config
+from ome_scheduler.api.snapshot import ClusterSnapshot, SnapshotError
 from ome_scheduler.config.pluginargs import OMEGangPackArgs
 from ome_scheduler.config.types import KubeSchedulerConfiguration
 from ome_scheduler.framework.types import POD_GROUP_LABEL, NodeInfo, PodInfo, Resource, gang_key
@@ -63,239 +58,15 @@ from ome_scheduler.plugins.gangpack.gang import topology_key_of
 from ome_scheduler.plugins.gangpack.metrics import is_free_node
 from ome_scheduler.plugins.gangpack.placement import GangPlanner, group_by_domain
 from ome_scheduler.scheduler import Scheduler
-from ome_scheduler.simreport import (
-    DomainRow,
-    DomainTable,
-    GangResult,
-    NodeCell,
-    PodResult,
-    SimulationResult,
-    render_text,
-)
-from ome_scheduler.util.output import write_result
-from ome_scheduler.util.quantity import QuantityError, parse_quantity
+from ome_scheduler.tools.inputs import stored
+from ome_scheduler.tools.report import DomainRow, DomainTable, GangResult, NodeCell, PodResult, SimulationResult
+from ome_scheduler.tools.standins import CapturingRecorder, MemoryBinder, NoVolumeWriter, PodNotes
+from ome_scheduler.tools.virtualtime import VirtualTimeLoop
 from ome_scheduler.util.timestamps import now_rfc3339
 
 GANG_PLUGIN = "OMEGangPack"
 DEFAULT_MAX_SECONDS = 3600.0
 """Simulated seconds after which a simulation that has not settled stops (``--max-seconds``)."""
-
-
-# ---- simulated time ----------------------------------------------------------------------
-
-
-class SimulationStalled(RuntimeError):
-    """The loop has nothing scheduled and nothing ready: a simulation bug, never a result."""
-
-
-class _IdleSelector(selectors.BaseSelector):
-    """A selector that never blocks: when the loop would wait ``timeout`` seconds for I/O, the
-    simulated clock advances by ``timeout`` instead (after asking ``on_idle`` whether to stop).
-
-    The loop's own self-pipe is registered with a real selector, polled without waiting.
-    """
-
-    def __init__(self, loop: VirtualTimeLoop) -> None:
-        self._real = selectors.DefaultSelector()
-        self._loop = loop
-
-    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
-        """Register with the real selector (polled, never waited on)."""
-        return self._real.register(fileobj, events, data)
-
-    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
-        """Unregister from the real selector."""
-        return self._real.unregister(fileobj)
-
-    def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
-        """Modify a registration of the real selector."""
-        return self._real.modify(fileobj, events, data)
-
-    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        """Ready file objects now; when there are none and the loop would wait, jump the clock.
-
-        Raises:
-            SimulationStalled: ``timeout`` is None (no timer left) and nothing is ready.
-        """
-        ready = self._real.select(0)
-        if ready or timeout == 0:
-            return ready
-        if self._loop.on_idle is not None and self._loop.on_idle(timeout):
-            return []  # on_idle scheduled its own callbacks: run them before any time passes
-        if timeout is None:
-            raise SimulationStalled("the simulated scheduler has nothing scheduled and nothing to run")
-        self._loop.now += timeout
-        return []
-
-    def close(self) -> None:
-        """Close the real selector."""
-        self._real.close()
-
-    def get_map(self) -> Mapping[Any, selectors.SelectorKey]:
-        """The real selector's registrations."""
-        return self._real.get_map()
-
-
-class VirtualTimeLoop(asyncio.SelectorEventLoop):
-    """An asyncio loop whose :meth:`time` is simulated seconds (starting at 0).
-
-    Every ``call_later``/``sleep``/timeout on it runs on the simulated clock, which moves only
-    when no callback is ready: work takes no simulated time. ``on_idle(timeout)`` is called at
-    each such moment, ``timeout`` being the simulated seconds to the next timer (None: none);
-    returning True means it scheduled a callback, so the clock must not move yet.
-    """
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.on_idle: Callable[[float | None], bool] | None = None
-        super().__init__(selector=_IdleSelector(self))
-
-    def time(self) -> float:
-        """The simulated clock, in seconds."""
-        return self.now
-
-
-# ---- API server stand-ins -----------------------------------------------------------------
-
-
-@dataclass
-class PodNotes:
-    """What the recorder saw for one pod: the last ``FailedScheduling`` note and when."""
-
-    failed: int = 0
-    last_failure: str = ""
-    last_failure_at: float = 0.0
-    last_failure_seq: int = 0
-    scheduled: str = ""
-    nominated: str = ""
-
-
-class CapturingRecorder:
-    """An :class:`~ome_scheduler.framework.interface.EventRecorder` that keeps, per pod
-    (``namespace/name``), the notes a user would read with ``kubectl describe``."""
-
-    def __init__(self, clock: Callable[[], float]) -> None:
-        self.notes: dict[str, PodNotes] = {}
-        self.gang_events: dict[str, list[str]] = {}
-        """``namespace/podgroup`` -> ``"Reason: note"`` of every event on the PodGroup, in order."""
-        self._clock = clock
-        self._seq = 0
-
-    def _of(self, pod: Pod) -> PodNotes:
-        key = f"{pod.metadata.namespace}/{pod.metadata.name}"
-        n = self.notes.get(key)
-        if n is None:
-            n = self.notes[key] = PodNotes()
-        return n
-
-    def event(
-        self, obj: Pod | Node | PodGroup, *, controller: str, type_: str, reason: str, action: str, note: str
-    ) -> None:
-        """Keep a pod's ``FailedScheduling`` and ``Scheduled`` notes and every PodGroup event."""
-        if isinstance(obj, PodGroup):
-            key = f"{obj.metadata.namespace}/{obj.metadata.name}"
-            self.gang_events.setdefault(key, []).append(f"{reason}: {note}")
-            return
-        if not isinstance(obj, Pod):
-            return
-        n = self._of(obj)
-        if reason == "FailedScheduling":
-            self._seq += 1
-            n.failed += 1
-            n.last_failure, n.last_failure_at, n.last_failure_seq = note, self._clock(), self._seq
-        elif reason == "Scheduled":
-            n.scheduled = note
-
-    def pod_scheduled_false(self, pod: Pod, reason: str, message: str, *, clear_nominated: bool = True) -> None:
-        """The condition carries the same message as the event: nothing more to keep."""
-        if clear_nominated:
-            self._of(pod).nominated = ""
-
-    async def nominate(self, pod: Pod, node: str, abandon: asyncio.Future[Any] | None = None) -> None:
-        """Remember the nominated node (a member waiting at Permit)."""
-        self._of(pod).nominated = node
-
-
-class MemoryBinder:
-    """The :class:`~ome_scheduler.framework.interface.Binder`: every Binding succeeds, and the
-    bound pod reaches ``handlers.on_pod_update`` on the next loop turn, as a watch event would."""
-
-    def __init__(self, sim: Simulation) -> None:
-        self.sim = sim
-        self.bound: dict[str, str] = {}
-        """``namespace/name`` -> node, in bind order."""
-        self.in_flight = 0
-
-    async def bind(
-        self, namespace: str, name: str, uid: str, node: str, *, guard: Callable[[], None] | None = None
-    ) -> None:
-        """Record the binding and schedule its informer confirmation (``guard`` is called first,
-        as a real client calls it before sending).
-
-        Raises:
-            RuntimeError: the pod is gone or was re-created (the API server's 404/409).
-        """
-        if guard is not None:
-            guard()
-        key = f"{namespace}/{name}"
-        pi = self.sim.scheduler.pods.get(key)
-        if pi is None or pi.uid != uid:
-            raise RuntimeError(f'pods "{name}" not found')
-        old = pi.pod
-        new = msgspec.structs.replace(old, spec=msgspec.structs.replace(old.spec, node_name=node))
-        self.bound[key] = node
-        self.in_flight += 1
-        asyncio.get_running_loop().call_soon(self._confirm, old, new)
-
-    def _confirm(self, old: Pod, new: Pod) -> None:
-        self.in_flight -= 1
-        self.sim.scheduler.handlers.on_pod_update(old, new)
-
-
-class NoVolumeWriter:
-    """The :class:`~ome_scheduler.framework.interface.ApiWriter` of VolumeBinding's PreBind:
-    volume bindings are not simulated, so a pod that needs one fails PreBind with this error."""
-
-    async def patch(self, path: str, body: Any, content_type: str = "", **kw: Any) -> bytes:
-        """Refuse.
-
-        Raises:
-            RuntimeError: always, naming the object that would have been written.
-        """
-        raise RuntimeError(f"simulate does not bind volumes (would PATCH {path})")
-
-
-# ---- the simulation ----------------------------------------------------------------------------
-
-CLUSTER_SCOPED = frozenset({"Node", "Namespace", "PersistentVolume", "StorageClass"})
-
-
-def _stored(obj: Any, created: str, index: int) -> Any:
-    """An added object as the API server would store it: a UID, a creation time, a
-    resourceVersion, the ``default`` namespace for a namespaced kind without one, and for a
-    pod the defaulted ``schedulerName`` (``default-scheduler``) and ``phase`` (``Pending``)."""
-    kind = type(obj).__name__
-    md = obj.metadata
-    changes: dict[str, Any] = {}
-    if kind not in CLUSTER_SCOPED and not md.namespace:
-        changes["namespace"] = "default"
-    ns = changes.get("namespace", md.namespace)
-    if not md.uid:
-        changes["uid"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"ome-scheduler-simulate/{kind}/{ns}/{md.name}"))
-    if not md.creation_timestamp:
-        changes["creation_timestamp"] = created
-    if not md.resource_version:
-        changes["resource_version"] = str(index + 1)
-    if changes:
-        obj = msgspec.structs.replace(obj, metadata=msgspec.structs.replace(md, **changes))
-    if isinstance(obj, Pod):
-        spec, st = obj.spec, obj.status
-        if not spec.scheduler_name:
-            spec = msgspec.structs.replace(spec, scheduler_name="default-scheduler")
-        if not st.phase:
-            st = msgspec.structs.replace(st, phase="Pending")
-        obj = msgspec.structs.replace(obj, spec=spec, status=st)
-    return obj
 
 
 def _label(key: str) -> Callable[[NodeInfo], str]:
@@ -392,7 +163,7 @@ class Simulation:
         self.seed = seed
         self.snapshot = snapshot
         created = snapshot.metadata.taken_at or now_rfc3339()
-        self.added = [_stored(o, created, i) for i, o in enumerate(added)]
+        self.added = [stored(o, created, i) for i, o in enumerate(added)]
         existing = {f"{p.metadata.namespace}/{p.metadata.name}" for p in snapshot.pods}
         for o in self.added:
             if isinstance(o, Pod) and f"{o.metadata.namespace}/{o.metadata.name}" in existing:
@@ -402,7 +173,7 @@ class Simulation:
         self.resource = resource or accelerator_of([*snapshot.nodes, *(o for o in self.added if isinstance(o, Node))])
         self.loop = VirtualTimeLoop()
         self.recorder = CapturingRecorder(self.loop.time)
-        self.binder = MemoryBinder(self)
+        self.binder = MemoryBinder(lambda: self.scheduler)
         self.warnings: list[str] = []
         self.scheduler = Scheduler(
             cfg,
@@ -759,132 +530,3 @@ class Simulation:
                 for n, x, y in zip(names, b, a, strict=True)
             ]
         return DomainTable(tk, self.resource, shape_of, rows), cells
-
-
-# ---- command ----------------------------------------------------------------------------------
-
-
-def parser() -> argparse.ArgumentParser:
-    """``ome-scheduler simulate`` flags."""
-    p = argparse.ArgumentParser(
-        prog="ome-scheduler simulate",
-        description="Run the scheduler engine offline over a snapshot (`ome-scheduler snapshot`) plus added "
-        "PodGroups and pods, and print where each pod would bind, which gangs stay pending and why, and "
-        "every domain's room before and after.",
-    )
-    p.add_argument("--snapshot", required=True, help="snapshot file written by `ome-scheduler snapshot`")
-    p.add_argument(
-        "--add",
-        nargs="+",
-        action="extend",
-        default=[],
-        metavar="MANIFEST",
-        help="YAML/JSON files of Pods, PodGroups, Nodes, Namespaces or volumes to add, in order",
-    )
-    p.add_argument("--config", help="KubeSchedulerConfiguration file (default: the built-in, the chart's default)")
-    p.add_argument("--output", "-o", choices=("text", "json"), default="text", help="report format")
-    p.add_argument("--png", metavar="FILE", help="draw the domain map before and after (needs ome-scheduler[plot])")
-    p.add_argument("--topology-key", help="the domain label the PNG draws (default: the first one with gangs)")
-    p.add_argument("--resource", help="what free capacity counts (default: the largest extended resource, else cpu)")
-    p.add_argument(
-        "--settle-seconds",
-        type=float,
-        default=0.0,
-        help="simulated seconds to run at least (e.g. past Permit timeouts) before stopping when quiescent",
-    )
-    p.add_argument(
-        "--max-seconds",
-        type=float,
-        default=DEFAULT_MAX_SECONDS,
-        help="simulated seconds after which an unsettled simulation stops",
-    )
-    p.add_argument("--seed", type=int, default=0, help="random seed for ties between equally scored nodes")
-    p.add_argument("--v", type=int, default=0, help="scheduler log verbosity on stderr (4: gang placement trace)")
-    return p
-
-
-def bad_quantity(obj: Any) -> str | None:
-    """The first resource quantity of a Node or Pod that is not a Kubernetes quantity, as
-    ``field "name": why`` (None: every one parses). The API server refuses such objects; a
-    snapshot or manifest file written by hand may hold one. Checked: a node's ``capacity`` and
-    ``allocatable``; a pod's container and init container requests and limits, pod-level
-    resources and overhead."""
-    lists: list[tuple[str, dict[str, str]]] = []
-    if isinstance(obj, Node):
-        lists = [("status.capacity", obj.status.capacity), ("status.allocatable", obj.status.allocatable)]
-    elif isinstance(obj, Pod):
-        spec = obj.spec
-        for field_name, containers in (("containers", spec.containers), ("initContainers", spec.init_containers)):
-            for c in containers:
-                lists.append((f"spec.{field_name}[{c.name}].resources.requests", c.resources.requests))
-                lists.append((f"spec.{field_name}[{c.name}].resources.limits", c.resources.limits))
-        lists.append(("spec.overhead", spec.overhead))
-        if spec.resources is not None:
-            lists += [
-                ("spec.resources.requests", spec.resources.requests),
-                ("spec.resources.limits", spec.resources.limits),
-            ]
-    for where, rl in lists:
-        for name, q in rl.items():
-            try:
-                parse_quantity(q)
-            except QuantityError as exc:
-                return f'{where} "{name}": {exc}'
-    return None
-
-
-def check_quantities(objs: Iterable[Any], source: str) -> None:
-    """Refuse input whose Nodes or Pods carry a quantity that does not parse (see
-    :func:`bad_quantity`).
-
-    Raises:
-        SnapshotError: naming ``source`` (the file), the object and the field.
-    """
-    for o in objs:
-        why = bad_quantity(o)
-        if why is not None:
-            kind = "node" if isinstance(o, Node) else "pod"
-            name = f"{o.metadata.namespace}/{o.metadata.name}" if kind == "pod" else o.metadata.name
-            raise SnapshotError(f"{source}: {kind} {name}: {why}")
-
-
-def main(argv: Sequence[str]) -> int:
-    """Run ``ome-scheduler simulate``; returns the exit status (1: bad input, with a message)."""
-    args = parser().parse_args(list(argv))
-    logs.configure(args.v, "text")
-    try:
-        cfg = load_config(args.config)
-        snap = read_snapshot(Path(args.snapshot))
-        check_quantities([*snap.nodes, *snap.pods], f"snapshot {args.snapshot}")
-        added = []
-        for f in args.add:
-            objs = decode_manifests(Path(f))
-            check_quantities(objs, f)
-            added += objs
-        sim = Simulation(
-            cfg,
-            snap,
-            added,
-            settle_seconds=args.settle_seconds,
-            max_seconds=args.max_seconds,
-            resource=args.resource,
-            seed=args.seed,
-        )
-        result = sim.run()
-    except ConfigError as exc:
-        sys.stderr.write(f"Error: invalid configuration: {exc}\n")
-        return 1
-    except SnapshotError as exc:
-        sys.stderr.write(f"Error: {exc}\n")
-        return 1
-    if args.png:
-        from ome_scheduler.domainmap import PlotUnavailable, draw_domain_map  # matplotlib only when asked
-
-        try:
-            draw_domain_map(result, Path(args.png), topology_key=args.topology_key)
-        except (PlotUnavailable, OSError) as exc:
-            why = f"--png: cannot write {args.png}: {exc.strerror or exc}" if isinstance(exc, OSError) else exc
-            sys.stderr.write(f"Error: {why}\n")
-            return 1
-    write_result(args.output, result.to_json, lambda: render_text(result))
-    return 0

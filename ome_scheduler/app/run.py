@@ -6,8 +6,8 @@ the frameworks (plugin argument validation), connect to the API server, start th
 of :data:`INFORMERS`, wait for them to sync (optional ones, such as PodGroups whose CRD may be
 missing, only as long as a plugin asks), elect a leader, then run the scheduling loop, the
 queue flushes, the plugins' background tasks and the PodGroup status keeper
-(``podgroupstatus.py``) until SIGTERM or SIGINT. ``SIGUSR2`` runs the cache debugger
-(``debugger.py``: a dump, and a comparison with a fresh LIST, in the log).
+(``controllers/podgroupstatus.py``) until SIGTERM or SIGINT. ``SIGUSR2`` runs the cache debugger
+(``app/debugger.py``: a dump, and a comparison with a fresh LIST, in the log).
 
 Structured concurrency is anyio's on the asyncio backend: one root task group holds every
 long-running task; a stop request cancels the step waiting for it, and the graceful shutdown
@@ -25,110 +25,34 @@ import ssl
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 import anyio
 import anyio.abc
 
 from ome_scheduler import logs
-from ome_scheduler.api.core import Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass
-from ome_scheduler.api.scheduling import PodGroup
+from ome_scheduler.app.debugger import CacheDebugger
+from ome_scheduler.app.gcpolicy import freeze_long_lived, refreeze_forever
+from ome_scheduler.app.informers import INFORMERS, build_informer
+from ome_scheduler.app.leader import LeaderElector
+from ome_scheduler.app.options import Options, apply_flags, master_error
+from ome_scheduler.app.watchdog import LoopWatchdog, stall_bound
 from ome_scheduler.config.errors import ConfigError
 from ome_scheduler.config.load import load_config
 from ome_scheduler.config.types import KubeSchedulerConfiguration
-from ome_scheduler.debugger import CacheDebugger
+from ome_scheduler.controllers.podgroupstatus import PodGroupStatusKeeper
 from ome_scheduler.framework.fence import Fence
-from ome_scheduler.gcpolicy import freeze_long_lived, refreeze_forever
 from ome_scheduler.kube.binding import GatedBinder
 from ome_scheduler.kube.client import KubeClient
 from ome_scheduler.kube.credentials import credentials_error
-from ome_scheduler.kube.informer import Informer
 from ome_scheduler.kube.podgroupwriter import PodGroupWriter
 from ome_scheduler.kube.recorder import Recorder
-from ome_scheduler.leader import LeaderElector
 from ome_scheduler.metrics import Metrics
-from ome_scheduler.options import Options, apply_flags, master_error
-from ome_scheduler.podgroupstatus import PodGroupStatusKeeper
 from ome_scheduler.scheduler import Scheduler
-from ome_scheduler.secure_serving import raise_fd_limit
-from ome_scheduler.server import HealthState, SecureEndpoint, listen_socket
-from ome_scheduler.tls import DynamicServingCert, TLSPolicy
-from ome_scheduler.watchdog import LoopWatchdog, stall_bound
+from ome_scheduler.serving.endpoints import HealthState, SecureEndpoint, listen_socket
+from ome_scheduler.serving.secure_serving import raise_fd_limit
+from ome_scheduler.serving.tls import DynamicServingCert, TLSPolicy
 
 log = logs.get_logger()
-
-
-@dataclass(frozen=True)
-class InformerSpec:
-    """One informer: what it lists and watches, and which handlers it feeds.
-
-    ``owner`` is the scheduler attribute holding the handlers (``handlers`` for the event
-    handlers, ``volumes`` for the volume store) and ``kind`` their name part: the informer
-    calls ``on_{kind}_add``, ``on_{kind}_update``, ``on_{kind}_delete`` and, if present,
-    ``on_{kind}_invalid`` (an object that cannot be decoded) and ``on_{kind}_error`` (a handler
-    raised while handling it). An ``optional`` informer is waited for only as long as a plugin
-    asks (``Plugin.informer_sync_waits``).
-    """
-
-    name: str
-    path: str
-    record: type[Any]
-    owner: str
-    kind: str
-    params: dict[str, str] = field(default_factory=dict)
-    keep_stale: bool = False
-    optional: bool = False
-    not_synced: str = ""
-    """What the log says when an optional informer has not synced in time."""
-
-
-INFORMERS: tuple[InformerSpec, ...] = (
-    InformerSpec(
-        "pods",
-        "/api/v1/pods",
-        Pod,
-        "handlers",
-        "pod",
-        {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"},
-        # A bound pod's last readable version keeps its requests counted on the node.
-        keep_stale=True,
-    ),
-    InformerSpec("nodes", "/api/v1/nodes", Node, "handlers", "node"),
-    InformerSpec("namespaces", "/api/v1/namespaces", Namespace, "handlers", "namespace"),
-    InformerSpec("persistentvolumes", "/api/v1/persistentvolumes", PersistentVolume, "volumes", "pv"),
-    InformerSpec("persistentvolumeclaims", "/api/v1/persistentvolumeclaims", PersistentVolumeClaim, "volumes", "pvc"),
-    InformerSpec("storageclasses", "/apis/storage.k8s.io/v1/storageclasses", StorageClass, "volumes", "class"),
-    InformerSpec(
-        "podgroups",
-        "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",
-        PodGroup,
-        "handlers",
-        "pod_group",
-        optional=True,
-        not_synced="PodGroup informer not synced; continuing (is the PodGroup CRD installed?)",
-    ),
-)
-"""The informer set (``informerFactory`` in kube-scheduler, plus the PodGroup CRD)."""
-
-
-def build_informer(client: KubeClient, spec: InformerSpec, scheduler: Scheduler) -> Informer[Any]:
-    """An :class:`Informer` for ``spec`` wired to the scheduler's handlers (and its metrics)."""
-    owner = getattr(scheduler, spec.owner)
-    return Informer(
-        client,
-        spec.path,
-        spec.record,
-        name=spec.name,
-        params=spec.params or None,
-        on_add=getattr(owner, f"on_{spec.kind}_add"),
-        on_update=getattr(owner, f"on_{spec.kind}_update"),
-        on_delete=getattr(owner, f"on_{spec.kind}_delete"),
-        on_invalid=getattr(owner, f"on_{spec.kind}_invalid", None),
-        on_error=getattr(owner, f"on_{spec.kind}_error", None),
-        keep_stale=spec.keep_stale,
-        metrics=scheduler.metrics,
-    )
 
 
 LEASE_CONNECTIONS = 2

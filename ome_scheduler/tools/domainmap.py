@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ome_scheduler.simreport import DomainRow, DomainTable, NodeCell, SimulationResult
+from ome_scheduler.tools.report import DomainRow, DomainTable, NodeCell, SimulationResult
 
 MAX_ROWS = 40
 """Rows drawn per panel before domains are grouped (and, past that, gridded)."""

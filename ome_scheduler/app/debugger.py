@@ -2,7 +2,7 @@
 assumptions whose confirmation never came.
 
 Mirrors kube-scheduler's ``pkg/scheduler/backend/cache/debugger`` (``comparer.go``,
-``dumper.go``, ``signal.go``): on ``SIGUSR2`` (``app.py`` installs the handler)
+``dumper.go``, ``signal.go``): on ``SIGUSR2`` (``app/run.py`` installs the handler)
 :meth:`CacheDebugger.run_once` logs a dump of the cache and the queue, then compares. Unlike
 upstream, which compares the cache with its own informers' listers, the comparison is with
 a fresh LIST from the API server, so it also catches an informer that missed an event:
@@ -120,7 +120,7 @@ def _compare_objects(
 class CacheDebugger:
     """Comparer, dumper and assumption settler over one scheduler and its informers.
 
-    ``informers`` by name (``app.INFORMERS``): ``nodes`` and ``pods`` are required,
+    ``informers`` by name (``app/informers.py``): ``nodes`` and ``pods`` are required,
     ``podgroups`` is used when present.
     """
 

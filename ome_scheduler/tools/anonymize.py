@@ -1,113 +1,19 @@
-"""``ome-scheduler snapshot``: write the cluster state the scheduler sees to one file.
+"""Consistent placeholders for ``ome-scheduler snapshot --anonymize``.
 
-Lists what the scheduler's informers list (``app.INFORMERS``: nodes, pods that are not
-finished, namespaces, PodGroups, PersistentVolumes, PersistentVolumeClaims and
-StorageClasses; never Secrets or ConfigMaps), decodes each object into the scheduler's typed
-record (so only the fields the scheduler reads are kept) and writes one
-:class:`~ome_scheduler.api.snapshot.ClusterSnapshot`. ``ome-scheduler simulate`` reads it.
-
-``--anonymize`` replaces names consistently (:class:`Anonymizer`): node, namespace, pod,
-PodGroup, volume, claim and storage class names, label and taint values, images and owner
-names each become a stable placeholder (``node-00001``, ``ns-0001``, ``gang-0001``,
-``value-0001``...), the same original string always giving the same placeholder, so label
-selectors, node names and PodGroup labels still match what they matched. Label keys,
-annotation keys that name labels (the PodGroup topology-key annotation), numbers (for
-``Gt``/``Lt`` node affinity), quantities and scheduler names are kept. Annotations of pods,
-nodes and namespaces are dropped, and so are condition messages.
-
-Exit status: 0 written, 1 the API server could not be read (message on stderr), 2 usage.
+:class:`Anonymizer` replaces node, namespace, pod, PodGroup, volume, claim and storage class
+names, label and taint values, images and owner names by stable placeholders; the same
+original string always gives the same placeholder, so selectors still match what they matched.
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from ome_scheduler.api.scheduling import ANN_PLACEMENT_DOMAIN, ANN_WAITING_REASON
-from ome_scheduler.api.snapshot import ClusterSnapshot, SnapshotMeta, encode_snapshot
-from ome_scheduler.app import INFORMERS
-from ome_scheduler.kube.client import TRANSPORT_ERRORS, ApiError, KubeClient
-from ome_scheduler.kube.credentials import credentials_error
-from ome_scheduler.util.timestamps import now_rfc3339
-
-FIELD_OF_INFORMER = {
-    "nodes": "nodes",
-    "namespaces": "namespaces",
-    "podgroups": "pod_groups",
-    "pods": "pods",
-    "persistentvolumes": "persistent_volumes",
-    "persistentvolumeclaims": "persistent_volume_claims",
-    "storageclasses": "storage_classes",
-}
-"""Informer name (``app.INFORMERS``) -> the :class:`ClusterSnapshot` field it fills."""
-
-PAGE = "500"
-
-
-async def list_objects(client: KubeClient, path: str, record: type[Any], params: dict[str, str]) -> list[Any]:
-    """Every object at ``path`` (paged LIST, 500 per page) as ``record``, sorted by namespace and name.
-
-    An object that does not decode is left out with a warning on stderr, as the informer would.
-
-    Raises:
-        ApiError: the server refused the list (404 when the resource is not served).
-    """
-    decoder = msgspec.json.Decoder(record)
-    raw_list = msgspec.json.Decoder(_RawList)
-    out: list[Any] = []
-    cont = ""
-    while True:
-        q = {"limit": PAGE, **params}
-        if cont:
-            q["continue"] = cont
-        lst = raw_list.decode(await client.get(path, q))
-        for raw in lst.items:
-            try:
-                out.append(decoder.decode(raw))
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                sys.stderr.write(f"warning: {path}: skipping an object that cannot be read: {exc}\n")
-        cont = lst.metadata.get("continue", "")
-        if not cont:
-            break
-    out.sort(key=lambda o: (o.metadata.namespace, o.metadata.name))
-    return out
-
-
-class _RawList(msgspec.Struct):
-    metadata: dict[str, Any] = {}
-    items: list[msgspec.Raw] = []
-
-
-async def take_snapshot(client: KubeClient) -> ClusterSnapshot:
-    """List every informer's objects into a snapshot (PodGroups empty when the CRD is missing).
-
-    Raises:
-        ApiError / transport errors: a list other than PodGroups failed.
-    """
-    snap = ClusterSnapshot(metadata=SnapshotMeta(taken_at=now_rfc3339(), server=client.server))
-    for spec in INFORMERS:
-        field = FIELD_OF_INFORMER.get(spec.name)
-        if field is None:
-            continue
-        try:
-            objs = await list_objects(client, spec.path, spec.record, spec.params)
-        except ApiError as exc:
-            if exc.code == 404 and spec.optional:
-                sys.stderr.write(f"warning: {spec.name} not served ({exc.message}); the snapshot has none\n")
-                objs = []
-            else:
-                raise
-        setattr(snap, field, objs)
-    return snap
-
-
-# ---- anonymisation ----------------------------------------------------------------------
+from ome_scheduler.api.snapshot import ClusterSnapshot
 
 
 class Anonymizer:
@@ -298,60 +204,3 @@ class Anonymizer:
                 fn(obj)
         data["metadata"] = {**data.get("metadata", {}), "server": "", "anonymized": True}
         return msgspec.convert(data, ClusterSnapshot)
-
-
-# ---- command ------------------------------------------------------------------------------
-
-
-def parser() -> argparse.ArgumentParser:
-    """``ome-scheduler snapshot`` flags."""
-    p = argparse.ArgumentParser(
-        prog="ome-scheduler snapshot",
-        description="Write the cluster state the scheduler sees (nodes, pods, PodGroups, namespaces, volumes; "
-        "never Secrets) to one file for `ome-scheduler simulate`.",
-    )
-    p.add_argument("file", help="output file: .yaml/.yml for YAML, anything else JSON; - for JSON on stdout")
-    p.add_argument("--kubeconfig", help="kubeconfig (default: KUBECONFIG, ~/.kube/config, in-cluster)")
-    p.add_argument("--master", help="API server URL (overrides the kubeconfig)")
-    p.add_argument("--anonymize", action="store_true", help="replace names and label values consistently")
-    return p
-
-
-async def take(kubeconfig: str | None, master: str | None) -> ClusterSnapshot | str:
-    """Connect with ``kubeconfig`` (``master`` overrides its server) and take a snapshot; a
-    string is the error line to print (credentials, or the cluster could not be listed)."""
-    try:
-        client = await KubeClient.connect(kubeconfig, qps=50.0, burst=100, master=master)
-    except Exception as exc:
-        return credentials_error(kubeconfig, master, exc)
-    try:
-        return await take_snapshot(client)
-    except (*TRANSPORT_ERRORS, ApiError) as exc:
-        return f"cannot list the cluster at {client.server}: {exc}"
-    finally:
-        await client.close()
-
-
-def main(argv: Sequence[str]) -> int:
-    """Run ``ome-scheduler snapshot``; returns the exit status."""
-    args = parser().parse_args(list(argv))
-    snap = asyncio.run(take(args.kubeconfig, args.master))
-    if isinstance(snap, str):
-        sys.stderr.write(f"Error: {snap}\n")
-        return 1
-    if args.anonymize:
-        snap = Anonymizer().snapshot(snap)
-    if args.file == "-":
-        sys.stdout.buffer.write(encode_snapshot(snap, Path("stdout.json")))
-        return 0
-    path = Path(args.file)
-    try:
-        path.write_bytes(encode_snapshot(snap, path))
-    except OSError as exc:
-        sys.stderr.write(f"Error: cannot write {path}: {exc.strerror or exc}\n")
-        return 1
-    sys.stderr.write(
-        f"wrote {path}: {len(snap.nodes)} nodes, {len(snap.pods)} pods, {len(snap.pod_groups)} PodGroups, "
-        f"{len(snap.namespaces)} namespaces\n"
-    )
-    return 0

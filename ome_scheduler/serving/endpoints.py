@@ -3,11 +3,11 @@
 Mirrors kube-scheduler's secure serving (``cmd/kube-scheduler/app/server.go`` and
 ``k8s.io/apiserver`` delegated authn/authz). The parts:
 
-* :mod:`ome_scheduler.secure_serving`: HTTP/1.1 over TLS with timeouts, a connection cap and
-  request size limits; :mod:`ome_scheduler.tls`: TLS 1.2+ with AEAD suites only, and the
+* :mod:`ome_scheduler.serving.secure_serving`: HTTP/1.1 over TLS with timeouts, a connection cap and
+  request size limits; :mod:`ome_scheduler.serving.tls`: TLS 1.2+ with AEAD suites only, and the
   serving certificate, reloaded when its files change (self-signed and in memory without
   ``--tls-cert-file``/``--tls-private-key-file``);
-* :mod:`ome_scheduler.delegated_auth`: TokenReview with anonymous enabled (no bearer token is
+* :mod:`ome_scheduler.serving.delegated_auth`: TokenReview with anonymous enabled (no bearer token is
   ``system:anonymous``, group ``system:unauthenticated``; a token the API server does not
   accept is answered 401, on every path), SubjectAccessReview for non-resource paths (verb =
   lowercase method), both cached 10 s for either outcome, one review in flight per key, and
@@ -16,7 +16,7 @@ Mirrors kube-scheduler's secure serving (``cmd/kube-scheduler/app/server.go`` an
   (default ``/healthz``, ``/readyz``, ``/livez``) and the ``system:masters`` group; denied is
   403; ``/healthz`` and ``/livez`` include the leader-election watchdog (fails when this leader
   has not renewed its lease for lease duration + 20 s) and the event loop's health (fails for
-  10 s after the loop stalled, ``ome_scheduler/watchdog.py``); ``/readyz`` fails until the
+  10 s after the loop stalled, ``ome_scheduler/app/watchdog.py``); ``/readyz`` fails until the
   informers have synced and while shutting down.
 """
 
@@ -30,12 +30,12 @@ import msgspec
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
-from ome_scheduler.delegated_auth import ANONYMOUS, RateLimited, ReviewLimits, Reviews
 from ome_scheduler.kube.client import TRANSPORT_ERRORS, ApiError, KubeClient
 from ome_scheduler.logs import get_logger
 from ome_scheduler.metrics import Metrics
-from ome_scheduler.secure_serving import HttpsServer, Request, Response, ServingLimits, connection_cap
-from ome_scheduler.tls import DynamicServingCert
+from ome_scheduler.serving.delegated_auth import ANONYMOUS, RateLimited, ReviewLimits, Reviews
+from ome_scheduler.serving.secure_serving import HttpsServer, Request, Response, ServingLimits, connection_cap
+from ome_scheduler.serving.tls import DynamicServingCert
 
 log = get_logger()
 _TEXT = "text/plain; charset=utf-8"
@@ -63,7 +63,7 @@ class HealthState:
 
 class SecureApp:
     """The endpoints behind authentication and authorization: ``await app(request)`` answers
-    one :class:`~ome_scheduler.secure_serving.Request`."""
+    one :class:`~ome_scheduler.serving.secure_serving.Request`."""
 
     def __init__(
         self, reviews: Reviews, registry: CollectorRegistry, health: HealthState, always_allow: Sequence[str]

@@ -1,0 +1,93 @@
+"""The informer table: what the scheduler lists and watches, and which handlers each feeds.
+
+kube-scheduler's ``informerFactory`` (``cmd/kube-scheduler/app/server.go``) plus the PodGroup
+CRD's informer. ``ome-scheduler snapshot`` lists the same table, so this module imports only
+the API records (and the informer class where one is built), never the server stack.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ome_scheduler.api.core import Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass
+from ome_scheduler.api.scheduling import PodGroup
+
+if TYPE_CHECKING:
+    from ome_scheduler.kube.client import KubeClient
+    from ome_scheduler.kube.informer import Informer
+    from ome_scheduler.scheduler import Scheduler
+
+
+@dataclass(frozen=True)
+class InformerSpec:
+    """One informer: what it lists and watches, and which handlers it feeds.
+
+    ``owner`` is the scheduler attribute holding the handlers (``handlers`` for the event
+    handlers, ``volumes`` for the volume store) and ``kind`` their name part: the informer
+    calls ``on_{kind}_add``, ``on_{kind}_update``, ``on_{kind}_delete`` and, if present,
+    ``on_{kind}_invalid`` (an object that cannot be decoded) and ``on_{kind}_error`` (a handler
+    raised while handling it). An ``optional`` informer is waited for only as long as a plugin
+    asks (``Plugin.informer_sync_waits``).
+    """
+
+    name: str
+    path: str
+    record: type[Any]
+    owner: str
+    kind: str
+    params: dict[str, str] = field(default_factory=dict)
+    keep_stale: bool = False
+    optional: bool = False
+    not_synced: str = ""
+    """What the log says when an optional informer has not synced in time."""
+
+
+INFORMERS: tuple[InformerSpec, ...] = (
+    InformerSpec(
+        "pods",
+        "/api/v1/pods",
+        Pod,
+        "handlers",
+        "pod",
+        {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"},
+        # A bound pod's last readable version keeps its requests counted on the node.
+        keep_stale=True,
+    ),
+    InformerSpec("nodes", "/api/v1/nodes", Node, "handlers", "node"),
+    InformerSpec("namespaces", "/api/v1/namespaces", Namespace, "handlers", "namespace"),
+    InformerSpec("persistentvolumes", "/api/v1/persistentvolumes", PersistentVolume, "volumes", "pv"),
+    InformerSpec("persistentvolumeclaims", "/api/v1/persistentvolumeclaims", PersistentVolumeClaim, "volumes", "pvc"),
+    InformerSpec("storageclasses", "/apis/storage.k8s.io/v1/storageclasses", StorageClass, "volumes", "class"),
+    InformerSpec(
+        "podgroups",
+        "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",
+        PodGroup,
+        "handlers",
+        "pod_group",
+        optional=True,
+        not_synced="PodGroup informer not synced; continuing (is the PodGroup CRD installed?)",
+    ),
+)
+"""The informer set (``informerFactory`` in kube-scheduler, plus the PodGroup CRD)."""
+
+
+def build_informer(client: KubeClient, spec: InformerSpec, scheduler: Scheduler) -> Informer[Any]:
+    """An :class:`Informer` for ``spec`` wired to the scheduler's handlers (and its metrics)."""
+    from ome_scheduler.kube.informer import Informer
+
+    owner = getattr(scheduler, spec.owner)
+    return Informer(
+        client,
+        spec.path,
+        spec.record,
+        name=spec.name,
+        params=spec.params or None,
+        on_add=getattr(owner, f"on_{spec.kind}_add"),
+        on_update=getattr(owner, f"on_{spec.kind}_update"),
+        on_delete=getattr(owner, f"on_{spec.kind}_delete"),
+        on_invalid=getattr(owner, f"on_{spec.kind}_invalid", None),
+        on_error=getattr(owner, f"on_{spec.kind}_error", None),
+        keep_stale=spec.keep_stale,
+        metrics=scheduler.metrics,
+    )
