@@ -114,7 +114,7 @@ class Built:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Built]:
-    """The Dockerfile's image, built once for the module (about 1.5 minutes; see the README)."""
+    """The Dockerfile's image, built once for the module (about 1.5 minutes; see docs/operations/security.md)."""
     if PROBLEMS:
         pytest.fail(_cannot_build(PROBLEMS), pytrace=False)
     work = tmp_path_factory.mktemp("image")

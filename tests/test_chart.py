@@ -945,7 +945,7 @@ def test_dashboard_panels_cover_the_promised_topics_and_only_exported_metrics() 
     for p in dash["panels"]:
         if p["type"] != "row":
             assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, p["title"]
-    # Every metric family of the README's Metrics section that the issue names is on the board.
+    # Every metric family of docs/operations/metrics.md that the issue names is on the board.
     used = {n for _, e in queries for n in METRIC_NAME.findall(e)}
     for family in (
         "scheduler_schedule_attempts_total",

@@ -1,7 +1,8 @@
 """The wheel and sdist build and the installed wheel runs, as the Dockerfile's build stage does.
 
 Mirrors the Dockerfile: ``python -m build``, then the wheel installed into a virtualenv created
-without pip (``pip --python``), then the ``ome-scheduler`` console script run from it.
+without pip (``pip --python``), then the ``ome-scheduler`` console script run from it. The
+wheel's long description is README.md, as markdown (its links are ``tests/test_docs.py``'s).
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import zipfile
+from email.parser import Parser
 from pathlib import Path
 
 import pytest
@@ -32,6 +35,15 @@ def test_wheel_and_sdist_build_install_and_run(tmp_path: Path) -> None:
     wheels = list(dist.glob("ome_scheduler-*-py3-none-any.whl"))
     sdists = list(dist.glob("ome_scheduler-*.tar.gz"))
     assert len(wheels) == 1 and len(sdists) == 1, sorted(p.name for p in dist.iterdir())
+
+    # pyproject's readme = "README.md": the METADATA body is README.md itself, typed markdown.
+    with zipfile.ZipFile(wheels[0]) as whl:
+        (name,) = [n for n in whl.namelist() if n.endswith(".dist-info/METADATA")]
+        meta = Parser().parsestr(whl.read(name).decode("utf-8"))
+    assert meta["Description-Content-Type"] == "text/markdown"
+    description = meta.get_payload()
+    assert isinstance(description, str)
+    assert description.strip() == (REPO / "README.md").read_text(encoding="utf-8").strip()
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)

@@ -37,5 +37,5 @@ Modules:
 Every test where the scheduler keeps running also ends with zero cache drift
 (``e2e.helpers.assert_no_drift``: SIGUSR2 runs the scheduler's cache comparer, item 6).
 
-The figures these tests measure are published in the README's "Failure behaviour" table.
+The figures these tests measure are published in docs/operations/failure-behaviour.md.
 """

@@ -65,7 +65,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
         }
     ],
 }
-"""Used without ``--config``: the chart's default profile (README, "Configuration")."""
+"""Used without ``--config``: the chart's default profile (docs/configuration.md)."""
 
 MAX_LEASE_SECONDS = 2**31 - 1
 """The largest ``leaderElection.leaseDuration`` (seconds) a Lease can hold."""

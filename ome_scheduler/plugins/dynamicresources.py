@@ -12,7 +12,7 @@ plugin is in the default profile (weight 2, just before DefaultPreemption):
 
 Deviation: a pod that references ResourceClaims is rejected in PreFilter
 (UnschedulableAndUnresolvable, ``ome-scheduler does not support ResourceClaims``) instead of
-being allocated devices (README, "Supported plugins").
+being allocated devices (docs/plugins.md).
 """
 
 from __future__ import annotations

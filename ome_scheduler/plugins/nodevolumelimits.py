@@ -3,7 +3,7 @@
 Mirrors the shape of ``pkg/scheduler/framework/plugins/nodevolumelimits/csi.go``: PreFilter
 skips pods without PVC, generic ephemeral or migratable in-tree volumes, exactly as upstream,
 so the plugin appears at its place in the default profile and profiles that configure it
-load. Deviation (README, "Supported plugins"): ome-scheduler watches neither CSINodes nor
+load. Deviation (docs/plugins.md): ome-scheduler watches neither CSINodes nor
 VolumeAttachments, so Filter never reports ``node(s) exceed max volume count``.
 """
 

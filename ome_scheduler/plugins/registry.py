@@ -8,8 +8,8 @@ PrioritySort, NodeUnschedulable, NodeName, TaintToleration (weight 3), NodeAffin
 NodePorts, NodeResourcesFit (1), VolumeRestrictions, NodeVolumeLimits, VolumeBinding,
 VolumeZone, PodTopologySpread (2), InterPodAffinity (2), DynamicResources (2),
 DefaultPreemption, NodeResourcesBalancedAllocation (1), ImageLocality (1) and DefaultBinder.
-Plugins this project does not implement are left out of the defaults (README, "Supported
-plugins").
+Plugins this project does not implement are left out of the defaults (docs/plugins.md,
+"Supported plugins and deviations").
 
 Every factory decodes and validates the plugin's ``args`` first
 (:func:`~ome_scheduler.config.validation_pluginargs.decode_plugin_args`). A plugin class with
