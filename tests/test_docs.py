@@ -25,10 +25,6 @@ PAGES = sorted(
     ]
 )
 
-# Written on another branch of issue 23 and linked from README before it lands. A target here is
-# checked like any other as soon as it exists.
-NOT_YET_MERGED = {REPO / "docs/design"}
-
 FENCE = re.compile(r"^\s*(```|~~~)")
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 CODE_SPAN = re.compile(r"(`+).+?\1", re.S)
@@ -75,8 +71,7 @@ def broken(page: Path, root: Path = REPO) -> list[str]:
         file, _, fragment = target.partition("#")
         dest = (page.parent / file).resolve() if file else page
         if not dest.exists():
-            if dest not in NOT_YET_MERGED:
-                out.append(f"{target}: no such file")
+            out.append(f"{target}: no such file")
             continue
         if not dest.is_relative_to(root):
             out.append(f"{target}: outside the repository")

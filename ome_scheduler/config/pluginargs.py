@@ -6,7 +6,7 @@ decoded from the ``args`` mapping with camelCase names. As with kube-scheduler's
 decoder, an unknown field is an error (``forbid_unknown_fields``); the exceptions are
 RequestedToCapacityRatio's parameter and shape points (unknown fields there were always
 ignored) and :class:`OMEGangPackArgs`, which decodes permissively like the upstream plugin
-(spec/gangpack.md §12.1). Subclasses repeat ``frozen=True`` because mypy does not inherit
+(``docs/design/gang-scheduling.md`` §12.1). Subclasses repeat ``frozen=True`` because mypy does not inherit
 it. Decoding, defaulting and validation live in
 :mod:`ome_scheduler.config.validation_pluginargs`; plugins receive these structs validated.
 """
@@ -112,7 +112,7 @@ class VolumeBindingArgs(_Args, frozen=True):
 
 
 class OMEGangPackArgs(msgspec.Struct, frozen=True, kw_only=True):
-    """OMEGangPack's arguments (spec/gangpack.md §12.1), validated; times in seconds.
+    """OMEGangPack's arguments (``docs/design/gang-scheduling.md`` §12.1), validated; times in seconds.
 
     The timeouts are None when unset (no Permit fallback, no start-up wait);
     ``gc_interval_seconds`` is required. Decoded through :class:`OMEGangPackArgsV1`.

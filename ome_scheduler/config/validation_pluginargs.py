@@ -208,7 +208,7 @@ def validate_volume_binding_args(args: VolumeBindingArgs) -> VolumeBindingArgs:
 
 
 def validate_ome_gang_pack_args(args: OMEGangPackArgsV1) -> OMEGangPackArgs:
-    """OMEGangPack's checks in the order of spec/gangpack.md §12.2; unset packing is True.
+    """OMEGangPack's checks in the order of ``docs/design/gang-scheduling.md`` §12.2; unset packing is True.
 
     Raises:
         ConfigError: ``topologyKey "gpu clique" is not a valid node label key: ...``,
@@ -342,7 +342,7 @@ def decode_plugin_args(name: str, raw: Mapping[str, Any] | None) -> PluginArgs |
 
     Returns None for a plugin without an argument type: like kube-scheduler, such a plugin
     ignores its args. OMEGangPack's args decode permissively; a decoding fault there reads
-    ``decode OMEGangPack args: {msgspec's error}`` (spec/gangpack.md §12.2).
+    ``decode OMEGangPack args: {msgspec's error}`` (``docs/design/gang-scheduling.md`` §12.2).
 
     Raises:
         ConfigError: the first fault, for example

@@ -3,7 +3,7 @@
 Credentials come from kr8s (kubeconfig, including ``certificate-authority-data``, client
 certificates and tokens, or the in-cluster service account); requests go through our own
 ``aiohttp`` session, because kr8s rebuilds its client on any 401/403, wraps every object in a
-costly Box and has no QPS limit (``docs/python-stack.md`` §1.7), and because httpx's
+costly Box and has no QPS limit, and because httpx's
 connection pool costs grow with the number of requests in flight (measured: 70 % of the
 scheduler's CPU at a few hundred binds per second; aiohttp's stays flat). Like client-go:
 

@@ -1,7 +1,7 @@
 """DefaultPreemption: accepted in profiles, but preemption is not implemented.
 
 ome-scheduler's chart disables DefaultPreemption (a domain-blind preemptor could evict
-scattered victims that never free a whole domain, spec/gangpack.md §15.1). A profile that
+scattered victims that never free a whole domain, ``docs/design/gang-scheduling.md`` §15.1). A profile that
 leaves it enabled still loads; the PostFilter then reports nothing and evicts nothing, and
 a warning at startup says so. See docs/plugins.md.
 """
