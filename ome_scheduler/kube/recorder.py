@@ -1,22 +1,38 @@
-"""Events (``events.k8s.io/v1``) and the pod ``PodScheduled`` condition.
+"""Events (``events.k8s.io/v1``) and the pod ``PodScheduled`` condition, with bounded writes.
 
 Mirrors client-go's ``tools/events`` broadcaster as kube-scheduler uses it: the reporting
 controller is the profile's scheduler name and the reporting instance
-``{schedulerName}-{hostname}``; an event isomorphic to one recorded in the last 6 minutes
-(same regarding object and resourceVersion, type, action, reason, controller, and note) becomes a
-series (one PATCH to ``count: 2``, or a create with that series when the PATCH finds no event,
-as ``recordEvent`` does; later repeats are only counted), and failed writes are retried up to
-12 times about 10 s apart. The PodScheduled condition is patched like
-``updatePod`` in ``schedule_one.go``: only when status, reason or message change, keeping
-``lastTransitionTime`` when the status does not. Writes run in the background so a slow API
-server never stalls a scheduling cycle; at most ``max_pending`` events and as many status
-patches queue up, and what comes beyond is dropped (client-go's broadcaster queues 1,000
-events and drops the rest, ``watch.DropIfChannelFull``).
+``{schedulerName}-{hostname}``; an event isomorphic to one recorded before becomes a *series*:
+the first repeat PATCHes ``series.count: 2`` (or creates the event with that series when the
+PATCH finds none, as ``recordEvent`` does), later repeats are only counted, and the count is
+written when the series finishes (no repeat for ``FINISH_TIME``, 6 minutes) or every
+``SERIES_REFRESH`` (30 minutes) while it goes on, as ``finishSeries`` and
+``refreshExistingEventSeries`` do. Failed creates are retried up to 12 times about 10 s apart.
 
+Where it deliberately writes less than upstream (issue 30: a gang retrying under node churn
+wrote 8,786 status patches and 8,110 events for 24 pods):
+
+* **Isomorphic means the same failure in substance.** client-go's key holds the regarding
+  object's ``resourceVersion`` but not the note, and every PodScheduled patch changes the pod's
+  resourceVersion, so upstream writes a new event per attempt whose message changed, if only in
+  ``0/N nodes``. Here the key holds the note's *substance* (:func:`substance`: every run of
+  digits is one ``#``) instead of the resourceVersion: attempts that fail for the same reasons
+  are one series, a failure for new reasons is a new event.
+* **PodScheduled=False is patched only when it changes in substance** (status, reason, or the
+  message's substance), unlike ``updatePod`` in ``schedule_one.go``, which patches on any
+  message change; ``lastTransitionTime`` is kept while the status stays False.
+* **A write budget per object and reason** (``WRITE_BURST`` writes at once, then one every
+  ``WRITE_REFILL`` seconds: at most 6 + 6 per minute and reason for each pod): a write over
+  budget waits, and a newer one of the same kind replaces it while it waits (a newer event of
+  the same reason supersedes an unwritten one; a newer PodScheduled patch supersedes a queued
+  one). So one tenant's failing pods cannot fill the events client and delay another
+  namespace's events: their writes stay within the budget whatever their retry rate.
+
+Writes run in the background so a slow API server never stalls a scheduling cycle; at most
+``max_pending`` events and as many status patches queue up, and what comes beyond is dropped
+(client-go's broadcaster queues 1,000 events and drops the rest, ``watch.DropIfChannelFull``).
 Events go through a client of their own, as kube-scheduler's ``eventClient``: its own rate
-limiter and connection pool, and at most ``EVENT_IN_FLIGHT`` requests on the wire
-(client-go's broadcaster writes one event at a time). During a burst, events then take a small
-share of the API server and queue up behind the Bindings, catching up once the burst is over.
+limiter and connection pool, and at most ``EVENT_IN_FLIGHT`` requests on the wire.
 
 Status writes of one pod go out one after the other, in the order they were made, so the last
 decision is the one the pod shows (two concurrent patches could otherwise land in either order).
@@ -26,9 +42,11 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import time
-from collections.abc import Coroutine
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Hashable
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -53,10 +71,21 @@ EVENT_IN_FLIGHT = 2
 DROP_LOG_INTERVAL = 10.0
 """Seconds between two "dropping" log lines while writes are being dropped."""
 FINISH_TIME = 6 * 60.0
-"""Seconds an event stays in the series cache (client-go ``tools/events`` ``finishTime``)."""
+"""Seconds without a repeat after which a series is finished (client-go ``tools/events`` ``finishTime``)."""
+SERIES_REFRESH = 30 * 60.0
+"""Seconds between two writes of a running series' count (client-go ``refreshTime``)."""
+WRITE_BURST = 6
+"""Writes one object may make at once per reason (events) or for its status (the budget's burst)."""
+WRITE_REFILL = 10.0
+"""Seconds per write the budget refills: after the burst, one write every 10 s (6 per minute)."""
+MAINTAIN_INTERVAL = 1.0
+"""Seconds between two passes of the background task that sends writes waiting for budget and
+finishes or refreshes series."""
 
 STATUS_SETTLE_TIMEOUT = 5.0
 """Seconds a Binding waits at most for the pod's earlier status writes (:meth:`Recorder.status_settled`)."""
+
+_DIGITS = re.compile(r"[0-9]+")
 
 
 def truncate_message(msg: str) -> str:
@@ -68,15 +97,95 @@ def truncate_message(msg: str) -> str:
     return raw[: NOTE_LENGTH_LIMIT - 4].decode(errors="ignore") + " ..."
 
 
-@dataclass
-class _Cached:
-    """An event recently created: where it lives, when (``time.time()``), and its repeats."""
+def substance(message: str) -> str:
+    """What a scheduling message says, without its counts: every run of digits becomes ``#``.
 
+    ``0/5000 nodes are available: 12 Insufficient cpu.`` and ``0/4990 nodes are available: 10
+    Insufficient cpu.`` are the same failure; ``... 3 node(s) had untolerated taint ...`` is
+    another. Two messages with equal substance are one event series and one PodScheduled state.
+    """
+    return _DIGITS.sub("#", message)
+
+
+class _Budget:
+    """A token bucket: ``WRITE_BURST`` tokens, one more every ``WRITE_REFILL`` seconds."""
+
+    __slots__ = ("at", "tokens")
+
+    def __init__(self, now: float) -> None:
+        self.tokens = float(WRITE_BURST)
+        self.at = now
+
+    def _refill(self, now: float) -> None:
+        self.tokens = min(float(WRITE_BURST), self.tokens + (now - self.at) / WRITE_REFILL)
+        self.at = now
+
+    def take(self, now: float) -> bool:
+        """Spend one token if there is one."""
+        self._refill(now)
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return True
+        return False
+
+    def wait(self, now: float) -> float:
+        """Seconds until a token is there (0: one is there now)."""
+        self._refill(now)
+        return max(0.0, (1.0 - self.tokens) * WRITE_REFILL)
+
+    def full(self, now: float) -> bool:
+        """Whether the bucket is full again (it can be forgotten)."""
+        self._refill(now)
+        return self.tokens >= WRITE_BURST
+
+
+@dataclass(eq=False)
+class _Cached:
+    """One event: its body, where it lives, its repeats, and what of it was written.
+
+    ``count`` is how often it happened, ``written`` the count the API server has (0: not
+    created yet), ``observed`` when (``time.time()``) it last happened, ``written_at`` when the
+    count was last written."""
+
+    key: tuple[Any, ...]
+    slot: tuple[str, str]
+    """(object, reason): whose write budget it spends, and which unwritten event it supersedes."""
     name: str
     namespace: str
-    created: float
     body: dict[str, Any]
+    observed: float
     count: int = 1
+    written: int = 0
+    written_at: float = 0.0
+    writing: bool = False
+    refused: bool = False
+    """The API server refused it (a 4xx, or 12 failed tries): nothing more is written of it."""
+
+    def due(self) -> bool:
+        """Whether a write is owed now: the create, or the first repeat (the series of 2)."""
+        if self.writing or self.refused:
+            return False
+        return self.written == 0 or (self.count >= 2 and self.written == 1)
+
+
+@dataclass(eq=False)
+class _StatusWrite:
+    """One status PATCH waiting in its pod's lane."""
+
+    patch: dict[str, Any]
+    done: asyncio.Future[None]
+    abandon: asyncio.Future[Any] | None = None
+    scheduled_false: bool = False
+    """A PodScheduled=False patch: budgeted, superseded by a newer one, dropped by a Binding."""
+
+
+@dataclass(eq=False)
+class _Lane:
+    """A pod's status writes, sent one after the other by one worker task."""
+
+    queue: deque[_StatusWrite] = field(default_factory=deque)
+    on_wire: _StatusWrite | None = None
+    worker: asyncio.Task[None] | None = None
 
 
 class Recorder:
@@ -96,107 +205,89 @@ class Recorder:
         )
         self.host = hostname()
         self._cache: dict[tuple[Any, ...], _Cached] = {}
+        self._unwritten: dict[tuple[str, str], _Cached] = {}
+        """Per (object, reason): its newest event not created yet (waiting for budget)."""
+        self._owed: set[_Cached] = set()
+        """Events with a write owed that waits for budget (a create or the series of 2)."""
+        self._budgets: dict[Hashable, _Budget] = {}
         self._events: set[asyncio.Task[None]] = set()
-        self._status: set[asyncio.Task[None]] = set()
-        self._status_last: dict[str, asyncio.Future[None]] = {}
-        self._superseded: dict[str, asyncio.Future[None]] = {}
-        """Per pod: completed by :meth:`status_settled` to drop its PodScheduled=False writes not yet sent."""
-        """Per pod (uid): completes when the pod's last queued status write has ended."""
+        self._lanes: dict[str, _Lane] = {}
+        """Per pod (uid, else namespace/name): its status writes in order."""
+        self._maintainer: asyncio.Task[None] | None = None
+        self._last_sweep = 0.0
         self.max_pending = max_pending
         self.dropped = 0
         """Writes dropped because ``max_pending`` of their kind were already queued."""
+        self.superseded = 0
+        """Writes never sent because a newer one of the same kind replaced them while they waited."""
         self._drop_logged = -DROP_LOG_INTERVAL
 
-    def _status_write(
-        self, pod: Pod, patch: dict[str, Any], abandon: asyncio.Future[Any] | None = None
-    ) -> Coroutine[Any, Any, None]:
-        """The status PATCH of ``pod``, sent only after the pod's previous status write ended.
+    # ---- budgets and the background pass --------------------------------------------------
 
-        With ``abandon``, a write still waiting for its predecessor when ``abandon`` completes
-        is dropped (as :meth:`KubeClient.request` drops one still waiting for a slot).
-        """
-        key = pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
-        prev = self._status_last.get(key)
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._status_last[key] = done
+    def _take(self, slot: Hashable, now: float) -> bool:
+        b = self._budgets.get(slot)
+        if b is None:
+            b = self._budgets[slot] = _Budget(now)
+        return b.take(now)
 
-        def finish(_: object = None) -> None:
-            # ``done`` means this write and every earlier one of the pod have ended.
-            if not done.done():
-                done.set_result(None)
-            if self._status_last.get(key) is done:
-                del self._status_last[key]
-                self._superseded.pop(key, None)  # nothing of this pod is queued any more
+    def _ensure_maintainer(self) -> None:
+        if self._maintainer is None or self._maintainer.done():
+            self._maintainer = asyncio.get_running_loop().create_task(self._maintain_forever())
 
-        async def write() -> None:
-            chained = False
-            try:
-                if prev is not None and not prev.done():
-                    waits: list[asyncio.Future[Any]] = [prev] if abandon is None else [prev, abandon]
-                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                    if abandon is not None and abandon.done():
-                        if not prev.done():  # dropped, but ends only with its predecessor
-                            chained = True
-                            prev.add_done_callback(finish)
-                        return
-                await self._patch_status(pod, patch, abandon=abandon)
-            finally:
-                if not chained:
-                    finish()
+    async def _maintain_forever(self) -> None:
+        while True:
+            await asyncio.sleep(MAINTAIN_INTERVAL)
+            self.maintain()
 
-        return write()
+    def maintain(self, now: float | None = None) -> None:
+        """Send the event writes whose budget has refilled; once a minute, finish series without a
+        repeat for ``FINISH_TIME`` (writing their last count), refresh running ones every
+        ``SERIES_REFRESH``, and forget events and budgets no longer needed."""
+        now = time.time() if now is None else now
+        for c in list(self._owed):
+            if not c.due():
+                self._owed.discard(c)
+            elif self._take(c.slot, now):
+                self._owed.discard(c)
+                self._write_event(c)
+        if now - self._last_sweep < 60.0:
+            return
+        self._last_sweep = now
+        for key, c in list(self._cache.items()):
+            if c.writing or c in self._owed:
+                continue
+            if c.refused:
+                del self._cache[key]
+                if self._unwritten.get(c.slot) is c:
+                    del self._unwritten[c.slot]
+                continue
+            idle = now - c.observed
+            if c.count > c.written and c.written >= 1 and (idle > FINISH_TIME or now - c.written_at > SERIES_REFRESH):
+                if self._take(c.slot, now):
+                    self._write_event(c)
+                continue
+            if idle > FINISH_TIME and c.count <= c.written:
+                del self._cache[key]
+                if self._unwritten.get(c.slot) is c:
+                    del self._unwritten[c.slot]
+        for slot in [k for k, b in self._budgets.items() if b.full(now)]:
+            del self._budgets[slot]
 
-    async def status_settled(self, uid: str, namespace: str, name: str, timeout: float = STATUS_SETTLE_TIMEOUT) -> None:
-        """Before the pod's Binding: drop its ``PodScheduled=False`` writes not yet sent (the
-        Binding supersedes them; a failed Binding records a new one) and wait (at most
-        ``timeout`` seconds) for the one already on the wire, so none lands after the Binding
-        that set ``PodScheduled=True``. Bindings never queue behind status writes this way."""
-        key = uid or f"{namespace}/{name}"
-        superseded = self._superseded.pop(key, None)
-        if superseded is not None and not superseded.done():
-            superseded.set_result(None)
-        last = self._status_last.get(key)
-        if last is not None and not last.done():
-            await asyncio.wait([last], timeout=timeout)
+    # ---- events ---------------------------------------------------------------------------
 
-    def _full(self, tasks: set[asyncio.Task[None]]) -> bool:
+    def _full(self, pending: int) -> bool:
         """Whether ``max_pending`` writes of this kind wait already; if so, one more is dropped
         (counted in :attr:`dropped`, logged at most every ``DROP_LOG_INTERVAL`` seconds)."""
         # Bounded so that an unreachable API server cannot grow memory without limit; events and
         # status patches are best effort (the next attempt writes them again).
-        if len(tasks) < self.max_pending:
+        if pending < self.max_pending:
             return False
         self.dropped += 1
         now = time.monotonic()
         if now - self._drop_logged >= DROP_LOG_INTERVAL:
             self._drop_logged = now
-            log.error("dropping API writes: too many pending", pending=len(tasks), dropped=self.dropped)
+            log.error("dropping API writes: too many pending", pending=pending, dropped=self.dropped)
         return True
-
-    def _spawn(self, coro: Any, tasks: set[asyncio.Task[None]]) -> None:
-        """Run one write in the background, or drop it when ``max_pending`` of its kind wait."""
-        if self._full(tasks):
-            coro.close()
-            return
-        t = asyncio.get_running_loop().create_task(coro)
-        tasks.add(t)
-        t.add_done_callback(tasks.discard)
-
-    async def close(self) -> None:
-        """Close the events client's connections (after :meth:`drain`)."""
-        if self.events_client is not self.client:
-            await self.events_client.close()
-
-    def pending(self) -> int:
-        """Event and status writes queued or on the wire."""
-        return len(self._events) + len(self._status)
-
-    async def drain(self, timeout: float = 5.0) -> None:
-        """Wait (bounded, ``timeout`` seconds) for pending writes, e.g. at shutdown."""
-        tasks = [*self._events, *self._status]
-        if tasks:
-            with anyio.move_on_after(timeout):
-                await asyncio.wait(tasks)  # waiting cancels no write
 
     def event(
         self, regarding: Pod | Node | PodGroup, *, controller: str, type_: str, reason: str, action: str, note: str
@@ -208,6 +299,16 @@ class Recorder:
         """
         md = regarding.metadata
         kind, api_version = _KINDS[type(regarding)]
+        now = time.time()
+        key = (type_, action, reason, controller, kind, md.namespace, md.name, md.uid, substance(note))
+        cached = self._cache.get(key)
+        if cached is not None and now - cached.observed <= FINISH_TIME:
+            cached.count += 1
+            cached.observed = now
+            self._want(cached, now)
+            return
+        if cached is not None:  # finished while nobody swept: its last count is owed first
+            self._finish(cached)
         ref = {
             "kind": kind,
             "namespace": md.namespace,
@@ -219,24 +320,6 @@ class Recorder:
         if not md.namespace:
             del ref["namespace"]
         namespace = md.namespace or "default"
-        now = time.time()
-        while self._cache:  # insertion order is creation order: expire from the front
-            k0, first = next(iter(self._cache.items()))
-            if now - first.created <= FINISH_TIME:
-                break
-            del self._cache[k0]
-        # client-go's key leaves the note out and counts on the object's resourceVersion to change
-        # between different messages; our status patch and its informer update can lag behind
-        # the next attempt, so a new message would be swallowed as a repeat: the note is in.
-        key = (type_, action, reason, controller, kind, md.namespace, md.name, md.uid, md.resource_version, note)
-        cached = self._cache.get(key)
-        if cached is not None:
-            # Only the first repeat is written (it turns the event into a series); later ones are
-            # counted locally, so a pod failing every backoff does not cost a write per attempt.
-            cached.count += 1
-            if cached.count == 2:
-                self._spawn(self._patch_series(cached), self._events)
-            return
         name = f"{md.name}.{time.time_ns():x}"
         body = {
             "apiVersion": "events.k8s.io/v1",
@@ -251,34 +334,95 @@ class Recorder:
             "note": truncate_message(note),
             "type": type_,
         }
-        self._cache[key] = _Cached(name, namespace, now, body)
-        self._spawn(self._create(body), self._events)
+        slot = (md.uid or f"{kind}/{md.namespace}/{md.name}", reason)
+        c = _Cached(key, slot, name, namespace, body, now)
+        older = self._unwritten.get(slot)
+        if older is not None and older.written == 0 and not older.writing:
+            # A newer event of the same object and reason supersedes one still waiting for budget.
+            self._cache.pop(older.key, None)
+            self._owed.discard(older)
+            self.superseded += 1
+        self._cache[key] = c
+        self._unwritten[slot] = c
+        self._want(c, now)
 
-    async def _create(self, body: dict[str, Any]) -> None:
-        """POST an event, retrying transport errors and 5xx up to 12 times about 10 s apart."""
+    def _finish(self, c: _Cached) -> None:
+        """Forget a finished event, writing its last count first if the API server lacks it."""
+        del self._cache[c.key]
+        self._owed.discard(c)
+        if self._unwritten.get(c.slot) is c:
+            del self._unwritten[c.slot]
+        if c.count > c.written and c.written >= 1 and not c.writing:
+            self._write_event(c)
+
+    def _want(self, c: _Cached, now: float) -> None:
+        """Write what ``c`` owes now if its budget allows, else leave it to :meth:`maintain`."""
+        if not c.due():
+            return
+        if self._take(c.slot, now):
+            self._write_event(c)
+        else:
+            self._owed.add(c)
+            self._ensure_maintainer()
+
+    def _write_event(self, c: _Cached) -> None:
+        if self._full(len(self._events)):
+            return
+        self._ensure_maintainer()
+        c.writing = True
+        t = asyncio.get_running_loop().create_task(self._send_event(c))
+        self._events.add(t)
+        t.add_done_callback(self._events.discard)
+
+    async def _send_event(self, c: _Cached) -> None:
+        """Create the event (with its series when it repeated meanwhile), or write its count."""
+        try:
+            count = c.count
+            series = {"count": count, "lastObservedTime": now_micro()} if count > 1 else None
+            if c.written == 0:
+                ok = await self._create({**c.body, "series": series} if series else c.body)
+            else:
+                ok = await self._patch_series(c, series or {"count": count, "lastObservedTime": now_micro()})
+            if ok:
+                c.written = count
+                c.written_at = time.time()
+                if self._unwritten.get(c.slot) is c:
+                    del self._unwritten[c.slot]
+            elif c.written == 0:
+                c.refused = True
+        finally:
+            c.writing = False
+        if c.due() and c.key in self._cache:  # it repeated while being created: the series is owed
+            self._want(c, time.time())
+
+    async def _create(self, body: dict[str, Any]) -> bool:
+        """POST an event, retrying transport errors and 5xx up to 12 times about 10 s apart;
+        returns whether the API server has it."""
         ns = body["metadata"]["namespace"]
         for attempt in range(12):
             try:
                 await self.events_client.post(
                     f"/apis/events.k8s.io/v1/namespaces/{ns}/events", body, retries=0, priority=PRIORITY_EVENTS
                 )
-                return
+                return True
             except ApiError as exc:
                 # 409: the event exists already (an earlier attempt landed). Other 4xx would fail
                 # again, so only 5xx falls through to the retry.
-                if exc.code == 409 or exc.code < 500:
-                    if exc.code != 409:
-                        log.error("unable to write event", reason=body["reason"], error=str(exc))
-                    return
+                if exc.code == 409:
+                    return True
+                if exc.code < 500:
+                    log.error("unable to write event", reason=body["reason"], error=str(exc))
+                    return False
             except Exception as exc:
                 if attempt == 11:
                     log.error("unable to write event (retry limit exceeded!)", error=str(exc))
-                    return
+                    return False
             await asyncio.sleep(10.0 * (0.75 + random.random() / 2))
+        return False
 
-    async def _patch_series(self, c: _Cached) -> None:
-        """Mark event ``c`` as a series of 2 (``recordEvent``'s isomorphic-event path)."""
-        series = {"count": 2, "lastObservedTime": now_micro()}
+    async def _patch_series(self, c: _Cached, series: dict[str, Any]) -> bool:
+        """Write event ``c``'s series (``recordEvent``'s isomorphic-event path); a 404 (deleted,
+        or its create has not landed) creates it with the series. Returns whether it landed."""
         try:
             await self.events_client.patch(
                 f"/apis/events.k8s.io/v1/namespaces/{c.namespace}/events/{c.name}",
@@ -286,18 +430,111 @@ class Recorder:
                 retries=2,
                 priority=PRIORITY_EVENTS,
             )
+            return True
         except ApiError as exc:
-            if exc.code == 404:  # deleted, or its create has not landed yet: create it as a series
-                await self._create({**c.body, "series": series})
-            else:
-                log.info("unable to update event series", v=4, eventName=c.name, error=str(exc))
+            if exc.code == 404:
+                return await self._create({**c.body, "series": series})
+            log.info("unable to update event series", v=4, eventName=c.name, error=str(exc))
         except Exception as exc:
             log.info("unable to update event series", v=4, eventName=c.name, error=str(exc))
+        return False
+
+    # ---- pod status -----------------------------------------------------------------------
+
+    def _lane_key(self, pod: Pod) -> str:
+        return pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
+
+    def _queued(self) -> int:
+        return sum(len(lane.queue) + (lane.on_wire is not None) for lane in self._lanes.values())
+
+    def _enqueue(self, pod: Pod, w: _StatusWrite) -> None:
+        key = self._lane_key(pod)
+        lane = self._lanes.get(key)
+        if lane is None:
+            lane = self._lanes[key] = _Lane()
+        lane.queue.append(w)
+        if lane.worker is None or lane.worker.done():
+            lane.worker = asyncio.get_running_loop().create_task(self._drive(key, lane, pod))
+
+    async def _drive(self, key: str, lane: _Lane, pod: Pod) -> None:
+        """Send the lane's writes one after the other; PodScheduled=False ones within the pod's budget."""
+        try:
+            while lane.queue:
+                w = lane.queue[0]
+                if w.abandon is not None and w.abandon.done():
+                    lane.queue.popleft()
+                    w.done.set_result(None)
+                    continue
+                if w.scheduled_false and not self._take(("status", key), time.time()):
+                    # Over budget: wait (a newer PodScheduled=False replaces this one meanwhile).
+                    await asyncio.sleep(self._budgets[("status", key)].wait(time.time()))
+                    continue
+                lane.queue.popleft()
+                lane.on_wire = w
+                try:
+                    await self._patch_status(pod, w.patch, abandon=w.abandon)
+                finally:
+                    lane.on_wire = None
+                    w.done.set_result(None)
+        finally:
+            if self._lanes.get(key) is lane and not lane.queue:
+                del self._lanes[key]
+
+    async def status_settled(self, uid: str, namespace: str, name: str, timeout: float = STATUS_SETTLE_TIMEOUT) -> None:
+        """Before the pod's Binding: drop its ``PodScheduled=False`` writes not yet sent (the
+        Binding supersedes them; a failed Binding records a new one) and wait (at most
+        ``timeout`` seconds) for the one already on the wire, so none lands after the Binding
+        that set ``PodScheduled=True``. Bindings never queue behind status writes this way."""
+        lane = self._lanes.get(uid or f"{namespace}/{name}")
+        if lane is None:
+            return
+        for w in [w for w in lane.queue if w.scheduled_false]:
+            lane.queue.remove(w)
+            w.done.set_result(None)
+        waits = [w.done for w in (lane.on_wire, *lane.queue) if w is not None]
+        if waits:
+            await asyncio.wait(waits, timeout=timeout)
+
+    async def close(self) -> None:
+        """Close the events client's connections (after :meth:`drain`)."""
+        if self._maintainer is not None:
+            self._maintainer.cancel()
+        if self.events_client is not self.client:
+            await self.events_client.close()
+
+    def pending(self) -> int:
+        """Event and status writes queued or on the wire (event writes waiting for budget included)."""
+        return len(self._events) + len(self._owed) + self._queued()
+
+    async def drain(self, timeout: float = 5.0) -> None:
+        """Wait (bounded, ``timeout`` seconds) for pending writes, e.g. at shutdown; event writes
+        still waiting for budget are sent now (the budget protects others from a flood, not the
+        last writes of a scheduler that stops)."""
+        with anyio.move_on_after(timeout):
+            while True:
+                for c in list(self._owed):
+                    self._owed.discard(c)
+                    if c.due():
+                        self._write_event(c)
+                lanes = [lane.worker for lane in self._lanes.values() if lane.worker is not None]
+                tasks = [*self._events, *lanes]
+                if not tasks:
+                    break
+                await asyncio.wait(tasks)  # waiting cancels no write; a write may start another
+        if self._maintainer is not None and not self._events and not self._owed:
+            self._maintainer.cancel()
+            self._maintainer = None
 
     def pod_scheduled_false(self, pod: Pod, reason: str, message: str, *, clear_nominated: bool = True) -> None:
-        """Set ``PodScheduled=False`` with ``reason``/``message`` (and clear nominatedNodeName)."""
+        """Set ``PodScheduled=False`` with ``reason``/``message`` (and clear nominatedNodeName),
+        unless the pod shows that already in substance (:func:`substance`)."""
         cond = next((c for c in pod.status.conditions if c.type == "PodScheduled"), None)
-        needs_cond = cond is None or cond.status != "False" or cond.reason != reason or cond.message != message
+        needs_cond = (
+            cond is None
+            or cond.status != "False"
+            or cond.reason != reason
+            or substance(cond.message) != substance(message)
+        )
         needs_nnn = clear_nominated and bool(pod.status.nominated_node_name)
         if not needs_cond and not needs_nnn:
             return
@@ -319,13 +556,20 @@ class Recorder:
             status["conditions"] = [c]
         if needs_nnn:
             status["nominatedNodeName"] = None  # null deletes the field in a strategic merge patch
-        if self._full(self._status):  # checked before the write is queued behind the pod's last one
+        lane = self._lanes.get(self._lane_key(pod))
+        if lane is not None and lane.queue and lane.queue[-1].scheduled_false:
+            # A newer decision replaces the one still queued: one write instead of two.
+            queued = lane.queue[-1]
+            merged = {**queued.patch["status"], **status}
+            if "conditions" in queued.patch["status"] and "conditions" not in status:
+                merged["conditions"] = queued.patch["status"]["conditions"]
+            queued.patch = {"status": merged}
+            self.superseded += 1
             return
-        key = pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
-        superseded = self._superseded.get(key)
-        if superseded is None:
-            superseded = self._superseded[key] = asyncio.get_running_loop().create_future()
-        self._spawn(self._status_write(pod, {"status": status}, abandon=superseded), self._status)
+        if self._full(self._queued()):  # checked before the write is queued behind the pod's last one
+            return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._enqueue(pod, _StatusWrite({"status": status}, done, scheduled_false=True))
 
     async def nominate(self, pod: Pod, node: str, abandon: asyncio.Future[Any] | None = None) -> None:
         """Set ``status.nominatedNodeName`` before a Permit wait (NominatedNodeNameForExpectation,
@@ -336,7 +580,11 @@ class Recorder:
         will be soon bound anyway", ``pkg/scheduler/schedule_one.go`` bindingCycle)."""
         if pod.status.nominated_node_name == node:
             return
-        await self._status_write(pod, {"status": {"nominatedNodeName": node}}, abandon=abandon)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._enqueue(pod, _StatusWrite({"status": {"nominatedNodeName": node}}, done, abandon=abandon))
+        # Returns when sent, or at once when the wait ends while the patch still queues (the
+        # lane then drops it unsent).
+        await asyncio.wait([done] if abandon is None else [done, abandon], return_when=asyncio.FIRST_COMPLETED)
 
     async def _patch_status(
         self, pod: Pod, patch: dict[str, Any], *, abandon: asyncio.Future[Any] | None = None

@@ -138,19 +138,39 @@ def test_a_repeat_becomes_one_series_patch_and_later_repeats_send_nothing() -> N
         assert len(api.requests) == 2
         stored = api.events[f"ns/{name}"]
         assert stored["series"]["count"] == 2 and stored["note"] == "0/4 nodes are available"
-        # Unlike client-go's key, ours holds the note: a new message is a new event even when the
-        # pod's resourceVersion has not caught up with our last status patch yet.
-        failed(rec, pod, note="0/4 nodes are available: a new reason")
+        failed(rec, pod, note="0/4 nodes are available: a new reason")  # a new substance: a new event
         await rec.drain()
         assert len(api.requests) == 3 and api.requests[2].method == "POST"
 
     run(main)
 
 
+def test_failures_that_differ_only_in_their_counts_are_one_series() -> None:
+    """The key holds the note's substance (digits folded), not the pod's resourceVersion: an
+    attempt after our own status patch (a new resourceVersion) failing for the same reasons on
+    another number of nodes is a repeat, as the storm of issue 30 needs."""
+
+    async def main(api: FakeApiServer, rec: Recorder) -> None:
+        failed(rec, make_pod("7"), note="0/4000 nodes are available: 12 Insufficient nvidia.com/gpu.")
+        failed(rec, make_pod("8"), note="0/3990 nodes are available: 10 Insufficient nvidia.com/gpu.")
+        failed(rec, make_pod("9"), note="0/3980 nodes are available: 9 Insufficient nvidia.com/gpu.")
+        await rec.drain()
+        # Repeats before the create went out ride on it: one POST carrying the series.
+        (post,) = api.requests
+        assert post.body["series"]["count"] == 3
+        assert post.body["note"].startswith("0/4000")  # the series keeps its first note
+        assert recorder_module.substance("0/3980 nodes: 9 x.") == "#/# nodes: # x."
+
+    run(main)
+
+
 def test_events_that_differ_in_key_fields_are_separate_events() -> None:
     async def main(api: FakeApiServer, rec: Recorder) -> None:
+        other = msgspec.structs.replace(
+            make_pod("7"), metadata=msgspec.structs.replace(make_pod("7").metadata, name="q", uid="uid-q")
+        )
         failed(rec, make_pod("7"))
-        failed(rec, make_pod("8"))  # the pod changed: another resourceVersion
+        failed(rec, other)  # another pod
         failed(rec, make_pod("7"), reason="Preempted")
         failed(rec, make_pod("7"), type_="Normal")
         rec.event(make_pod("7"), controller="other-scheduler", type_="Warning", reason="FailedScheduling",
@@ -176,7 +196,12 @@ class _Clock:
         return time.time_ns() + int(self.offset * 1e9)
 
 
-def test_a_repeat_after_six_minutes_is_a_new_event(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_series_finishes_six_minutes_after_its_last_repeat_with_its_last_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """client-go's ``finishSeries``: a series whose last repeat is older than ``finishTime`` gets
+    its final count written and is forgotten; the next repeat is a new event with its own series.
+    Counts in between are not written (``refreshTime`` is 30 minutes)."""
     clock = _Clock()
     monkeypatch.setattr(recorder_module, "time", clock)
 
@@ -184,41 +209,99 @@ def test_a_repeat_after_six_minutes_is_a_new_event(monkeypatch: pytest.MonkeyPat
         pod = make_pod()
         failed(rec, pod)
         await rec.drain()
-        clock.offset = 5 * 60.0
-        failed(rec, pod)  # within 6 minutes: the series
+        clock.offset = 60.0
+        failed(rec, pod)  # the series of 2
         await rec.drain()
-        clock.offset = 6 * 60.0 + 1
-        failed(rec, pod)  # the first event is finished: a new one
+        clock.offset = 120.0
+        failed(rec, pod)  # counted
         await rec.drain()
-        assert [r.method for r in api.requests] == ["POST", "PATCH", "POST"]
-        first, second = api.requests[0].body, api.requests[2].body
-        assert first["metadata"]["name"] != second["metadata"]["name"]
-        failed(rec, pod)  # and the new one has its own series
+        assert [r.method for r in api.requests] == ["POST", "PATCH"]
+        clock.offset = 120.0 + 6 * 60.0 - 10
+        rec.maintain()
+        assert len(api.requests) == 2  # not finished yet
+        clock.offset = 120.0 + 6 * 60.0 + 70
+        rec.maintain()
         await rec.drain()
-        assert (api.requests[3].method, api.requests[3].path) == ("PATCH", f"{EVENTS}/{second['metadata']['name']}")
+        assert [r.method for r in api.requests] == ["POST", "PATCH", "PATCH"]
+        assert api.requests[2].body["series"]["count"] == 3
+        first = api.requests[0].body["metadata"]["name"]
+        failed(rec, pod)  # the finished series is forgotten: a new event
+        await rec.drain()
+        assert api.requests[3].method == "POST" and api.requests[3].body["metadata"]["name"] != first
+
+    run(main)
+
+
+def test_a_long_series_is_refreshed_every_thirty_minutes(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = _Clock()
+    monkeypatch.setattr(recorder_module, "time", clock)
+
+    async def main(api: FakeApiServer, rec: Recorder) -> None:
+        pod = make_pod()
+        for minute in range(0, 32):  # a failure every minute for 32 minutes
+            clock.offset = minute * 60.0
+            failed(rec, pod)
+            rec.maintain()
+            await rec.drain()
+        methods = [r.method for r in api.requests]
+        assert methods == ["POST", "PATCH", "PATCH"], methods
+        assert api.requests[2].body["series"]["count"] >= 30
 
     run(main)
 
 
 def test_a_series_patch_that_finds_no_event_creates_it() -> None:
-    """client-go's recordEvent: a series PATCH answered 404 falls back to a create (here the
-    repeat overtook the first event's POST, which then finds it already exists)."""
+    """client-go's recordEvent: a series PATCH answered 404 (the event was deleted) falls back
+    to a create carrying the series."""
 
+    async def main(api: FakeApiServer, rec: Recorder) -> None:
+        pod = make_pod()
+        failed(rec, pod)
+        await rec.drain()
+        api.events.clear()
+        failed(rec, pod)
+        await rec.drain()
+        (stored,) = api.events.values()
+        assert stored["series"]["count"] == 2
+        assert [r.method for r in api.requests] == ["POST", "PATCH", "POST"]
+
+    run(main)
+
+
+def test_a_repeat_while_the_create_is_on_the_wire_is_written_after_it() -> None:
     async def main(api: FakeApiServer, rec: Recorder) -> None:
         pod = make_pod()
         held = api.hold("POST", EVENTS)
         failed(rec, pod)
         await asyncio.wait_for(held.arrived.wait(), 5)
         failed(rec, pod)
-        for _ in range(100):
-            if api.events:
-                break
-            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.05)
+        assert len(api.requests) == 1  # nothing more sent before the create is answered
         held.release.set()
         await rec.drain()
-        (stored,) = api.events.values()
-        assert stored["series"]["count"] == 2
-        assert [r.method for r in api.requests] == ["POST", "PATCH", "POST"]
+        assert [r.method for r in api.requests] == ["POST", "PATCH"]
+        assert api.requests[1].body["series"]["count"] == 2
+
+    run(main)
+
+
+def test_a_flooding_pod_stays_within_its_write_budget_and_others_are_not_delayed() -> None:
+    """Issue 30: a pod failing for ever-new reasons writes ``WRITE_BURST`` events at once, then
+    waits for budget; a newer event of the same reason replaces one still waiting. Another pod's
+    events go out at once."""
+
+    async def main(api: FakeApiServer, rec: Recorder) -> None:
+        pod = make_pod()
+        for i in range(50):
+            failed(rec, pod, note=f"0/4 nodes are available: reason {'x' * i}")
+        await rec.drain(timeout=0.5)
+        assert len(api.sent("POST", EVENTS)) <= recorder_module.WRITE_BURST + 1  # the burst, then the newest
+        other = msgspec.structs.replace(pod, metadata=msgspec.structs.replace(pod.metadata, name="q", uid="uid-q"))
+        before = len(api.requests)
+        failed(rec, other)
+        await asyncio.sleep(0.2)
+        assert len(api.requests) == before + 1
+        assert rec.superseded >= 50 - recorder_module.WRITE_BURST - 1
 
     run(main)
 
@@ -235,16 +318,20 @@ def test_rejected_events_are_not_retried() -> None:
 
 
 def test_pending_writes_are_bounded() -> None:
+    def named(name: str) -> Pod:
+        p = make_pod("1")
+        return msgspec.structs.replace(p, metadata=msgspec.structs.replace(p.metadata, name=name, uid=f"uid-{name}"))
+
     async def main(api: FakeApiServer, rec: Recorder) -> None:
         held = api.hold("POST", EVENTS)
-        failed(rec, make_pod("1"))
-        failed(rec, make_pod("2"))  # dropped: one write is already pending
+        failed(rec, named("a"))
+        failed(rec, named("b"))  # dropped: one write is already pending
         await asyncio.wait_for(held.arrived.wait(), 5)
         held.release.set()
         await rec.drain()
         assert len(api.requests) == 1
-        assert api.requests[0].body["regarding"]["resourceVersion"] == "1"
-        failed(rec, make_pod("3"))  # room again
+        assert api.requests[0].body["regarding"]["name"] == "a"
+        failed(rec, named("c"))  # room again
         await rec.drain()
         assert len(api.requests) == 2
         assert rec.dropped == 1
@@ -261,7 +348,8 @@ def test_events_have_their_own_client_and_a_backlog_of_them_never_delays_a_statu
         n = recorder_module.EVENT_IN_FLIGHT
         held = api.hold("POST", EVENTS, times=n)
         for i in range(n + 5):
-            failed(rec, make_pod(str(i)))
+            p = make_pod(str(i))
+            failed(rec, msgspec.structs.replace(p, metadata=msgspec.structs.replace(p.metadata, uid=f"uid-{i}")))
         await asyncio.wait_for(held.arrived.wait(), 5)
         rec.pod_scheduled_false(make_pod("99"), "Unschedulable", "0/4 nodes are available")
         for _ in range(100):
