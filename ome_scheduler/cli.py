@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> None:
     from pydantic import ValidationError
     from pydantic_settings import SettingsError
 
-    from ome_scheduler.app.options import parse
+    from ome_scheduler.app.options import given_on_command_line, origin_of, parse
     from ome_scheduler.app.run import run
 
     try:
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(2) from None
     except ValidationError as exc:
         e = exc.errors()[0]
-        flag = "--" + str(e["loc"][0]).replace("_", "-") if e["loc"] else "?"
-        sys.stderr.write(f'Error: invalid argument "{e.get("input")}" for "{flag}" flag: {e["msg"]}\n')
+        where = origin_of(str(e["loc"][0]), given_on_command_line(args)) if e["loc"] else "?"
+        sys.stderr.write(f'Error: invalid argument "{e.get("input")}" for {where}: {e["msg"]}\n')
         raise SystemExit(2) from None
     raise SystemExit(run(opts))

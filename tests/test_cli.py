@@ -242,3 +242,142 @@ def test_tls_flags_take_kube_style_values() -> None:
     )
     assert o.tls_min_version == "VersionTLS13"
     assert o.tls_cipher_suites == ["TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "TLS_AES_128_GCM_SHA256"]
+
+
+# ---- issue 30: strict configuration types, errors that name the environment variable ----------
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (
+            {"podInitialBackoffSeconds": True},
+            "podInitialBackoffSeconds: Invalid value: True: Input should be a valid integer",
+        ),
+        ({"podInitialBackoffSeconds": 10**40}, "podInitialBackoffSeconds: Invalid value: 1000"),
+        ({"podMaxBackoffSeconds": 1.5}, "podMaxBackoffSeconds: Invalid value: 1.5: Input should be a valid integer"),
+        ({"parallelism": "16"}, "parallelism: Invalid value: '16': Input should be a valid integer"),
+        (
+            {"parallelism": 2**31},
+            "parallelism: Invalid value: 2147483648: Input should be less than or equal to 2147483647",
+        ),
+        (
+            {"clientConnection": {"qps": 1e39}},
+            "clientConnection.qps: Invalid value: 1e+39: Value error, out of range for a float32",
+        ),
+        (
+            {"clientConnection": {"qps": False}},
+            "clientConnection.qps: Invalid value: False: Input should be a valid number",
+        ),
+        ({"clientConnection": {"burst": 10**12}}, "clientConnection.burst: Invalid value: 1000000000000"),
+        (
+            {"leaderElection": {"leaseDuration": 15}},
+            'leaderElection.leaseDuration: Invalid value: 15: Value error, a duration must be a string such as "15s"',
+        ),
+        (
+            {"leaderElection": {"leaderElect": "true"}},
+            "leaderElection.leaderElect: Invalid value: 'true': Input should be a valid boolean",
+        ),
+        (
+            {"profiles": [{"schedulerName": 7}]},
+            "profiles[0].schedulerName: Invalid value: 7: Input should be a valid string",
+        ),
+    ],
+)
+def test_configuration_types_are_strict_as_gos_decoder(extra: dict[str, object], needle: str) -> None:
+    """A boolean is no number, a string no number or boolean, a fraction no integer, and a number
+    beyond its Go type (int32, int64, float32) is refused; durations are strings (metav1.Duration)."""
+    base = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
+    with pytest.raises(ConfigError) as err:
+        parse_config({**base, **extra})
+    assert needle in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "needle"),
+    [
+        ("OMEGangPack", {"gcIntervalSeconds": True}, "decode OMEGangPack args: Expected `int | null`, got `bool`"),
+        ("InterPodAffinity", {"hardPodAffinityWeight": True}, "hardPodAffinityWeight"),
+        ("InterPodAffinity", {"hardPodAffinityWeight": 10**40}, "hardPodAffinityWeight: Invalid value: 1000"),
+        (
+            "PodTopologySpread",
+            {
+                "defaultingType": "List",
+                "defaultConstraints": [{"maxSkew": 2**40, "topologyKey": "z", "whenUnsatisfiable": "ScheduleAnyway"}],
+            },
+            "defaultConstraints[0].maxSkew: Invalid value: 1099511627776: out of range for an int32",
+        ),
+    ],
+)
+def test_plugin_arguments_are_decoded_as_their_json(name: str, args: dict[str, object], needle: str) -> None:
+    cfg = yaml.safe_load(yaml.safe_dump(DEFAULT_CONFIG))
+    pcs = cfg["profiles"][0]["pluginConfig"]
+    if name == "OMEGangPack":
+        args = {**next(p for p in pcs if p["name"] == name)["args"], **args}
+    pcs[:] = [p for p in pcs if p["name"] != name] + [{"name": name, "args": args}]
+    with pytest.raises(ConfigError) as err:
+        Scheduler(parse_config(cfg), metrics=Metrics(), binder=None, recorder=DiscardRecorder())
+    assert needle in str(err.value)
+
+
+def run_env(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    import os
+
+    return subprocess.run(
+        [sys.executable, "-m", "ome_scheduler", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, **env},
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "args", "needle"),
+    [
+        (
+            {"OME_SCHEDULER_SECURE_PORT": "abc"},
+            (),
+            'invalid argument "abc" for environment variable OME_SCHEDULER_SECURE_PORT (--secure-port)',
+        ),
+        ({"OME_SCHEDULER_V": "-1"}, (), "environment variable OME_SCHEDULER_V (--v)"),
+        (
+            {"OME_SCHEDULER_LEADER_ELECT_LEASE_DURATION": "-1s"},
+            ("--secure-port=0", "--kubeconfig=/nonexistent"),
+            'invalid argument "-1s" for environment variable OME_SCHEDULER_LEADER_ELECT_LEASE_DURATION (--leader-elect-lease-duration)',
+        ),
+        (
+            {"OME_SCHEDULER_KUBECONFIG": "/nonexistent"},
+            ("--secure-port=0",),
+            "cannot read kubeconfig /nonexistent (OME_SCHEDULER_KUBECONFIG)",
+        ),
+        (
+            {"OME_SCHEDULER_MASTER": "ftp://x"},
+            ("--secure-port=0",),
+            'invalid argument "ftp://x" for environment variable OME_SCHEDULER_MASTER',
+        ),
+        (
+            {"OME_SCHEDULER_TLS_CIPHER_SUITES": "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,bogus"},
+            ("--bind-address=127.0.0.1", "--secure-port=0", "--kubeconfig=/nonexistent"),
+            "cannot read kubeconfig /nonexistent (--kubeconfig)",  # port 0: TLS unused; the flag is named as a flag
+        ),
+        # A flag on the command line wins over the variable, and its error names the flag.
+        (
+            {"OME_SCHEDULER_SECURE_PORT": "abc"},
+            ("--secure-port=xyz",),
+            'invalid argument "xyz" for "--secure-port" flag',
+        ),
+    ],
+)
+def test_errors_name_the_environment_variable_that_set_the_value(
+    env: dict[str, str], args: tuple[str, ...], needle: str
+) -> None:
+    r = run_env(env, *args)
+    assert r.returncode != 0 and needle in r.stderr, r.stderr
+
+
+def test_list_flags_from_the_environment_take_comma_lists(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OME_SCHEDULER_AUTHORIZATION_ALWAYS_ALLOW_PATHS", "/healthz,/metrics")
+    assert parse([]).authorization_always_allow_paths == ["/healthz", "/metrics"]
+    assert parse(["--authorization-always-allow-paths=/livez"]).authorization_always_allow_paths == ["/livez"]

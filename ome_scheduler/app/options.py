@@ -6,19 +6,22 @@ with pydantic-settings.
 The flags mirror ``cmd/kube-scheduler/app/options`` (``--config``, ``--kubeconfig``, ``--v``,
 ``--bind-address``, ``--secure-port``, ``--leader-elect*``, ``--kube-api-qps``...). As in
 kube-scheduler, when ``--config`` is given only the leader-election flags override the
-file. Every flag can also be set through an ``OME_SCHEDULER_*`` environment variable. A bad
-flag or configuration prints one line naming it and exits with status 1 (2 for usage).
+file. Every flag can also be set through an ``OME_SCHEDULER_*`` environment variable (a flag
+on the command line wins; list flags take the same comma-separated values as the flag). A bad
+flag or configuration prints one line naming it — the flag, or the environment variable when
+that is where the value came from — and exits with status 1 (2 for usage).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import urllib.parse
 from typing import Annotated, Any
 
-from pydantic import AliasChoices, BeforeValidator, Field
-from pydantic_settings import BaseSettings, CliApp, CliSettingsSource, SettingsConfigDict
+from pydantic import AliasChoices, BeforeValidator, Field, PrivateAttr
+from pydantic_settings import BaseSettings, CliApp, CliSettingsSource, NoDecode, SettingsConfigDict
 
 from ome_scheduler.config.errors import ConfigError
 from ome_scheduler.config.load import validate
@@ -44,15 +47,24 @@ def _bool(v: Any) -> Any:
     return v
 
 
+def _comma_list(v: Any) -> Any:
+    """pydantic pre-validator: ``a,b`` (an environment variable's value) becomes ``["a", "b"]``."""
+    if isinstance(v, str):
+        return [x.strip() for x in v.split(",") if x.strip()]
+    return v
+
+
 Duration = Annotated[float | None, BeforeValidator(_duration)]
 Bool = Annotated[bool | None, BeforeValidator(_bool)]
+CommaList = Annotated[list[str], NoDecode, BeforeValidator(_comma_list)]
+ENV_PREFIX = "OME_SCHEDULER_"
 
 
 class Options(BaseSettings):
     """ome-scheduler schedules gangs of pods (kube-scheduler's flags); tools: snapshot, simulate, explain (--help)."""
 
     model_config = SettingsConfigDict(
-        env_prefix="OME_SCHEDULER_",
+        env_prefix=ENV_PREFIX,
         cli_kebab_case=True,
         cli_prog_name="ome-scheduler",
         cli_implicit_flags=False,
@@ -81,12 +93,12 @@ class Options(BaseSettings):
     tls_min_version: str | None = Field(
         default=None, description="Minimum TLS version served: VersionTLS12 (default) or VersionTLS13."
     )
-    tls_cipher_suites: list[str] | None = Field(
+    tls_cipher_suites: CommaList | None = Field(
         default=None,
         description="TLS 1.2 cipher suites served, comma-separated IANA names (default: the six ECDHE AEAD suites; "
         "only those are accepted). TLS 1.3 suites are always the three AEAD ones.",
     )
-    authorization_always_allow_paths: list[str] = Field(
+    authorization_always_allow_paths: CommaList = Field(
         default=["/healthz", "/readyz", "/livez"], description="Paths served without authorization."
     )
     leader_elect: Bool = Field(default=None, description="Start a leader election client and schedule only as leader.")
@@ -116,6 +128,63 @@ class Options(BaseSettings):
         default=None, description="Accepted for compatibility; the main kubeconfig is used."
     )
     profiling: Bool = Field(default=None, description="Accepted for compatibility; profiling is not served.")
+
+    _given: frozenset[str] = PrivateAttr(default=frozenset())
+    """The fields named on the command line (the others came from the environment or defaults)."""
+
+    def origin(self, field: str) -> str:
+        """Where ``field``'s value came from, as an error names it: ``"--secure-port" flag``, or
+        ``environment variable OME_SCHEDULER_SECURE_PORT`` when the command line did not set it."""
+        return origin_of(field, self._given)
+
+
+def flag_name(field: str) -> str:
+    """``secure_port`` -> ``--secure-port`` (``v`` -> ``--v``)."""
+    return "--" + field.replace("_", "-")
+
+
+def env_name(field: str) -> str:
+    """``secure_port`` -> ``OME_SCHEDULER_SECURE_PORT``."""
+    return ENV_PREFIX + field.upper()
+
+
+def given_on_command_line(argv: list[str]) -> frozenset[str]:
+    """The fields a command line names (``--secure-port=1``, ``--secure-port 1``, ``-v 4``...)."""
+    out = set()
+    for a in normalize_argv(argv):
+        m = re.match(r"^--?([a-z][a-z0-9-]*)", a)
+        if m:
+            out.add(m.group(1).replace("-", "_"))
+    return frozenset(out)
+
+
+def from_environment(field: str, given: frozenset[str]) -> bool:
+    """Whether ``field``'s value came from its environment variable (set, and no flag given)."""
+    return field not in given and any(k.upper() == env_name(field) for k in os.environ)
+
+
+_FLAG_IN_MESSAGE = re.compile(r'"--([a-z][a-z0-9-]*)" flag|--([a-z][a-z0-9-]*)')
+
+
+def name_origins(message: str, opts: Options) -> str:
+    """``message`` with every flag it names whose value came from the environment named as that
+    variable instead (``"--tls-cipher-suites" flag`` -> ``environment variable
+    OME_SCHEDULER_TLS_CIPHER_SUITES``; ``(--bind-address, --secure-port)`` likewise)."""
+
+    def sub(m: re.Match[str]) -> str:
+        field = (m.group(1) or m.group(2)).replace("-", "_")
+        if field not in Options.model_fields or not from_environment(field, opts._given):
+            return m.group(0)
+        return f"environment variable {env_name(field)}" if m.group(1) else env_name(field)
+
+    return _FLAG_IN_MESSAGE.sub(sub, message)
+
+
+def origin_of(field: str, given: frozenset[str]) -> str:
+    """``"--flag" flag``, or the environment variable that set ``field`` when the flag was not given."""
+    if from_environment(field, given):
+        return f"environment variable {env_name(field)} ({flag_name(field)})"
+    return f'"{flag_name(field)}" flag'
 
 
 # ``-flag``, ``--flag`` or either with ``=value``: pflag accepts all four.
@@ -174,7 +243,9 @@ def parse(argv: list[str]) -> Options:
         SettingsError: an unknown flag or a bad value; the message names the flag.
     """
     source = CliSettingsSource[Options](Options, add_argument_method=_add_argument, cli_hide_none_type=True)
-    return CliApp.run(Options, cli_args=normalize_argv(argv), cli_settings_source=source)
+    opts = CliApp.run(Options, cli_args=normalize_argv(argv), cli_settings_source=source)
+    opts._given = given_on_command_line(argv)
+    return opts
 
 
 def validate_flags(opts: Options) -> None:
@@ -183,18 +254,19 @@ def validate_flags(opts: Options) -> None:
     Raises:
         ConfigError: naming the flag.
     """
-    for flag, value in (
-        ("--leader-elect-lease-duration", opts.leader_elect_lease_duration),
-        ("--leader-elect-renew-deadline", opts.leader_elect_renew_deadline),
-        ("--leader-elect-retry-period", opts.leader_elect_retry_period),
-        ("--pod-max-in-unschedulable-pods-duration", opts.pod_max_in_unschedulable_pods_duration),
+    for field in (
+        "leader_elect_lease_duration",
+        "leader_elect_renew_deadline",
+        "leader_elect_retry_period",
+        "pod_max_in_unschedulable_pods_duration",
     ):
+        value = getattr(opts, field)
         if value is not None and value <= 0:
-            raise ConfigError(f'invalid argument "{value:g}s" for "{flag}" flag: must be greater than zero')
+            raise ConfigError(f'invalid argument "{value:g}s" for {opts.origin(field)}: must be greater than zero')
     lock = opts.leader_elect_resource_lock
     if lock is not None and lock != "leases":
         raise ConfigError(
-            f'invalid argument "{lock}" for "--leader-elect-resource-lock" flag: supported values: "leases"'
+            f'invalid argument "{lock}" for {opts.origin("leader_elect_resource_lock")}: supported values: "leases"'
         )
 
 

@@ -34,7 +34,7 @@ from ome_scheduler.app.debugger import CacheDebugger
 from ome_scheduler.app.gcpolicy import freeze_long_lived, refreeze_forever
 from ome_scheduler.app.informers import INFORMERS, build_informer
 from ome_scheduler.app.leader import LeaderElector
-from ome_scheduler.app.options import Options, apply_flags, master_error
+from ome_scheduler.app.options import Options, apply_flags, master_error, name_origins
 from ome_scheduler.app.watchdog import LoopWatchdog, stall_bound
 from ome_scheduler.config.errors import ConfigError
 from ome_scheduler.config.load import load_config
@@ -279,7 +279,7 @@ async def amain(opts: Options) -> int:
     except ConfigError as exc:
         return _fail(f"invalid configuration: {exc}")
     if opts.master and (err := master_error(opts.master)) is not None:
-        return _fail(err)
+        return _fail(name_origins(err, opts))
     try:
         stall = _test_stall_seconds()
     except ValueError as exc:
@@ -291,7 +291,7 @@ async def amain(opts: Options) -> int:
         raise_fd_limit()
         got = _listener(opts)
         if isinstance(got, str):
-            return _fail(got)
+            return _fail(name_origins(got, opts))
         listener = got
     kubeconfig = opts.kubeconfig or cfg.client_connection.kubeconfig or None
     try:
@@ -301,7 +301,7 @@ async def amain(opts: Options) -> int:
     except Exception as exc:
         if listener is not None:
             listener[0].close()
-        return _fail(credentials_error(kubeconfig, opts.master, exc))
+        return _fail(name_origins(credentials_error(kubeconfig, opts.master, exc), opts))
     try:
         app = App(opts, cfg, client, listener)
     except ConfigError as exc:

@@ -3,33 +3,61 @@
 Mirrors ``k8s.io/kube-scheduler/config/v1/types.go`` and the defaults of
 ``pkg/scheduler/apis/config/v1/defaults.go``. Like kube-scheduler's strict decoder, unknown
 fields are errors (``extra="forbid"``), so a typo such as ``schedulerNmae`` stops startup
-with a message that names it. Plugin ``args`` stay plain mappings here; the framework
-decodes and validates them when it builds the plugin (``validation_pluginargs``).
+with a message that names it. Types are strict as Go's JSON decoding is: a boolean is not a
+number, a string is not a number or a boolean, a number with a fraction is not an integer, and
+a number beyond its Go type (``int32``, ``int64``, ``float32``) is refused; a duration is a
+string (``metav1.Duration``: ``"15s"``). Plugin ``args`` stay plain mappings here; the
+framework decodes and validates them when it builds the plugin (``validation_pluginargs``).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import math
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from ome_scheduler.util.durations import parse_go_duration
 
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+def _float32(v: float) -> float:
+    """A finite number a Go ``float32`` holds (``encoding/json`` refuses one beyond it)."""
+    if math.isfinite(v) and abs(v) > FLOAT32_MAX:
+        raise ValueError(f"out of range for a float32 (at most {FLOAT32_MAX:.7g})")
+    return v
+
+
+Int32 = Annotated[int, Field(ge=-(2**31), le=INT32_MAX)]
+"""A Go ``int32``."""
+Int64 = Annotated[int, Field(ge=-(2**63), le=INT64_MAX)]
+"""A Go ``int64``."""
+Float32 = Annotated[float, AfterValidator(_float32)]
+"""A Go ``float32`` (non-finite values are left to :func:`~ome_scheduler.config.load.validate`)."""
+
 
 class _M(BaseModel):
-    """Base model: camelCase keys (snake_case names accepted too), unknown fields rejected."""
+    """Base model: camelCase keys (snake_case names accepted too), unknown fields rejected,
+    values of the wrong JSON type refused (``strict``)."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", strict=True)
 
 
 def _duration(v: Any) -> float:
-    """Seconds from a number or a Go duration string (``"15s"``); ValueError otherwise."""
-    if isinstance(v, int | float):
-        return float(v)
+    """Seconds from a Go duration string (``"15s"``), as ``metav1.Duration`` decodes it.
+
+    Raises:
+        ValueError: not a string (a number or a boolean), or not a duration.
+    """
+    if isinstance(v, float) and not isinstance(v, bool):
+        return v  # already seconds (a model built in code, not from a file)
     if isinstance(v, str):
         return parse_go_duration(v)
-    raise ValueError(f"invalid duration {v!r}")
+    raise ValueError(f'a duration must be a string such as "15s", not {type(v).__name__} {v!r}')
 
 
 class LeaderElection(_M):
@@ -56,15 +84,15 @@ class ClientConnection(_M):
     kubeconfig: str = ""
     accept_content_types: str = ""
     content_type: str = "application/vnd.kubernetes.protobuf"
-    qps: float = 50.0
-    burst: int = 100
+    qps: Float32 = 50.0
+    burst: Int32 = 100
 
 
 class PluginRef(_M):
     """``Plugin``: a plugin name and, at ``score``/``multiPoint``, its score weight (None: default)."""
 
     name: str
-    weight: int | None = None
+    weight: Int32 | None = None
 
 
 class PluginSet(_M):
@@ -133,7 +161,7 @@ class Profile(_M):
     """``KubeSchedulerProfile``."""
 
     scheduler_name: str = "default-scheduler"
-    percentage_of_nodes_to_score: int | None = Field(default=None, ge=0, le=100)
+    percentage_of_nodes_to_score: Int32 | None = Field(default=None, ge=0, le=100)
     plugins: Plugins | None = None
     plugin_config: list[PluginConfig] = []
 
@@ -150,16 +178,16 @@ class KubeSchedulerConfiguration(_M):
 
     api_version: Literal["kubescheduler.config.k8s.io/v1"] = "kubescheduler.config.k8s.io/v1"
     kind: Literal["KubeSchedulerConfiguration"] = "KubeSchedulerConfiguration"
-    parallelism: int = Field(default=16, gt=0)
+    parallelism: Int32 = Field(default=16, gt=0)
     leader_election: LeaderElection = LeaderElection()
     client_connection: ClientConnection = ClientConnection()
     healthz_bind_address: str = ""
     metrics_bind_address: str = ""
     enable_profiling: bool = True
     enable_contention_profiling: bool = True
-    percentage_of_nodes_to_score: int | None = Field(default=None, ge=0, le=100)
-    pod_initial_backoff_seconds: int = Field(default=1, gt=0)
-    pod_max_backoff_seconds: int = Field(default=10, gt=0)
+    percentage_of_nodes_to_score: Int32 | None = Field(default=None, ge=0, le=100)
+    pod_initial_backoff_seconds: Int64 = Field(default=1, gt=0)
+    pod_max_backoff_seconds: Int64 = Field(default=10, gt=0)
     profiles: list[Profile] = []
     extenders: list[Extender] = []
     delay_cache_until_active: bool = False

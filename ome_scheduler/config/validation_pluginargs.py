@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 from msgspec.structs import replace
@@ -45,6 +45,9 @@ from ome_scheduler.config.pluginargs import (
     VolumeBindingArgs,
 )
 from ome_scheduler.util.validation import is_qualified_name
+
+T = TypeVar("T")
+INT32_MAX = 2**31 - 1
 
 MAX_SECONDS = 9223372036
 """The largest int64 divided by 10^9: longer would overflow a Go time.Duration."""
@@ -175,6 +178,10 @@ def validate_pod_topology_spread_args(args: PodTopologySpreadArgs) -> PodTopolog
         at = f"defaultConstraints[{i}]"
         if c.max_skew <= 0:
             raise ConfigError(f"{at}.maxSkew: Invalid value: {c.max_skew}: not in valid range (0, inf)")
+        if c.max_skew > INT32_MAX:
+            raise ConfigError(f"{at}.maxSkew: Invalid value: {c.max_skew}: out of range for an int32")
+        if c.min_domains is not None and abs(c.min_domains) > INT32_MAX:
+            raise ConfigError(f"{at}.minDomains: Invalid value: {c.min_domains}: out of range for an int32")
         if not c.topology_key:
             raise ConfigError(f"{at}.topologyKey: Required value: can not be empty")
         if c.when_unsatisfiable not in (_DO_NOT_SCHEDULE, _SCHEDULE_ANYWAY):
@@ -350,7 +357,7 @@ def decode_plugin_args(name: str, raw: Mapping[str, Any] | None) -> PluginArgs |
     """
     if name == "OMEGangPack":
         try:
-            gang = msgspec.convert(raw or {}, OMEGangPackArgsV1, strict=True)
+            gang = _decode(raw or {}, OMEGangPackArgsV1)
         except msgspec.ValidationError as exc:
             raise ConfigError(f"decode OMEGangPack args: {exc}") from None
         return validate_ome_gang_pack_args(gang)
@@ -359,10 +366,38 @@ def decode_plugin_args(name: str, raw: Mapping[str, Any] | None) -> PluginArgs |
         return None
     data = _without_nulls(dict(raw or {}), d.nullable)
     try:
-        args = msgspec.convert(data, d.kind, strict=True)
+        args = _decode(data, d.kind)
     except msgspec.ValidationError as exc:
         raise ConfigError(_decoding_error(str(exc), data, d)) from None
     return d.validate(args)
+
+
+def _decode(data: Mapping[str, Any], kind: type[T]) -> T:
+    """``data`` decoded as its JSON would be, as Go's decoder reads it: ``true`` is no number
+    (``msgspec.convert`` takes a Python bool for an int) and a number beyond 64 bits is refused.
+
+    Raises:
+        msgspec.ValidationError: the first fault, with its path (``- at `$.a.b```).
+        ConfigError: a number too large for any integer type, naming its path.
+    """
+    big = _too_big(data)
+    if big is not None:
+        raise ConfigError(f"{big[0]}: Invalid value: {big[1]}: out of range for a 64-bit integer")
+    return msgspec.json.decode(msgspec.json.encode(data), type=kind, strict=True)
+
+
+def _too_big(value: Any, at: str = "") -> tuple[str, int] | None:
+    """The path and value of the first integer in ``value`` outside int64, if any."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return (at or "args", value) if not -(2**63) <= value < 2**63 else None
+    items: Any = value.items() if isinstance(value, Mapping) else enumerate(value) if isinstance(value, list) else ()
+    for k, v in items:
+        found = _too_big(v, f"{at}[{k}]" if isinstance(k, int) else f"{at}.{k}" if at else str(k))
+        if found is not None:
+            return found
+    return None
 
 
 def _without_nulls(value: Any, nullable: frozenset[str], at: str = "") -> Any:
