@@ -176,6 +176,40 @@ def test_a_bound_gang_and_explain_pod() -> None:
     assert explain(CFG, s, "podgroup", NS, "nope") == f"podgroup {NS}/nope not found, and no pod names it"
 
 
+def test_a_gang_bound_across_two_domains_is_called_split() -> None:
+    """Pods bound by ``spec.nodeName`` skip the scheduler: explain says where they are, not
+    ``Bound on .`` (issue 30)."""
+    objs = gang("g", 2)
+    objs[1]["spec"]["nodeName"] = "a-0"
+    objs[2]["spec"]["nodeName"] = "b-0"
+    ex = explained(snap(nodes({"a": 2, "b": 2}), objs), "g")
+    assert (ex.decision.result, ex.decision.domain) == ("bound", "")
+    assert f"Bound, but split: {DK}=a, {DK}=b." in render_text(ex)
+
+
+def test_a_hold_under_another_topology_key_shows_in_the_held_by_column() -> None:
+    """A gang holding a rack whose nodes are also clique ``a``'s holds ``a`` for every gang of the
+    clique key too; the table says by whom, as the verdict does (issue 30)."""
+    rack = "example.com/rack"
+    ns = [node(f"a-{i}", {DK: "a", rack: "r1"}) for i in range(2)] + [node(f"b-{i}", {DK: "b"}) for i in range(2)]
+    holder = pod_group("h", NS, 3, topology_key=rack)
+    holder["metadata"]["annotations"].update(
+        {"ome.io/placement": "Holding", "ome.io/placement-domain": "r1", "ome.io/placement-topology-key": rack}
+    )
+    objs = [holder, pod("h-0", NS, gang="h"), *gang("g", 2)]
+    ex = explained(snap(ns, objs), "g")
+    held = {d.name: d.held_by for d in ex.domains}
+    assert held["a"] == [f"{NS}/h under {rack}=r1 (3 more)"] and held["b"] == []
+
+
+def test_nodes_without_a_value_for_the_key_are_counted_and_said_to_be_in_no_domain() -> None:
+    ns = [*nodes({"a": 2}), node("loose-0", {}), node("empty-0", {DK: ""})]
+    ex = explained(snap(ns, gang("g", 2)), "g")
+    assert ex.nodes_without_domain == 2 and [d.name for d in ex.domains] == ["a"]
+    assert f"2 of 4 node(s) have no {DK} label or an empty value: they belong to no domain" in render_text(ex)
+    assert ex.to_json()["nodesWithoutDomain"] == 2
+
+
 @pytest.mark.parametrize("output", ["text", "json"])
 def test_the_command_reads_a_snapshot_file(tmp_path: Path, output: str) -> None:
     s = snap(nodes({"three": 3, "four": 4}), gang("g", 3))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 import time
@@ -295,7 +296,10 @@ def test_command_json_output_and_png(tmp_path: Path) -> None:
     ("args", "needle"),
     [
         (["--snapshot", "/nonexistent.json"], "cannot read snapshot /nonexistent.json"),
-        (["--snapshot", "{snap}", "--add", "{bad}"], "kind Deployment web is not one of"),
+        (["--snapshot", "{snap}", "--add", "{bad}"], "kind CronJob web is not one of"),
+        (["--snapshot", "{snap}", "--add", "{baddeploy}"], "Deployment team/web: spec.template: Required value"),
+        (["--snapshot", "{garbage}"], 'metadata.takenAt: "garbage" is not an RFC 3339 time'),
+        (["--snapshot", "{twice}"], "node a-0 is listed twice"),
         (["--snapshot", "{snap}", "--config", "{badcfg}"], "invalid configuration: "),
         (["--snapshot", "{snap}", "--add", "{badqty}"], 'pod team/x: spec.containers[c].resources.requests "cpu": '),
         (["--snapshot", "{badsnap}"], 'node a-0: status.allocatable "cpu": quantities must match'),
@@ -307,7 +311,14 @@ def test_command_json_output_and_png(tmp_path: Path) -> None:
 )
 def test_command_bad_input_exits_1_naming_it(tmp_path: Path, args: list[str], needle: str) -> None:
     write_snapshot(snap(nodes({"a": 1})), tmp_path / "snap.json")
-    (tmp_path / "bad.yaml").write_text("kind: Deployment\nmetadata: {name: web}\n")
+    (tmp_path / "bad.yaml").write_text("kind: CronJob\nmetadata: {name: web}\n")
+    (tmp_path / "baddeploy.yaml").write_text("kind: Deployment\nmetadata: {name: web, namespace: team}\n")
+    garbage = snap(nodes({"a": 1}))
+    garbage.metadata.taken_at = "garbage"
+    write_snapshot(garbage, tmp_path / "garbage.json")
+    twice = snap(nodes({"a": 1}))
+    twice.nodes = [*twice.nodes, *twice.nodes]
+    write_snapshot(twice, tmp_path / "twice.json")
     bad = chart_config()
     bad["profiles"][0]["pluginConfig"][0]["args"]["gcIntervalSeconds"] = 0
     (tmp_path / "badcfg.yaml").write_text(yaml.safe_dump(bad))
@@ -321,6 +332,9 @@ def test_command_bad_input_exits_1_naming_it(tmp_path: Path, args: list[str], ne
     paths = {
         "snap": tmp_path / "snap.json",
         "bad": tmp_path / "bad.yaml",
+        "baddeploy": tmp_path / "baddeploy.yaml",
+        "garbage": tmp_path / "garbage.json",
+        "twice": tmp_path / "twice.json",
         "badcfg": tmp_path / "badcfg.yaml",
         "badqty": tmp_path / "badqty.yaml",
         "badsnap": tmp_path / "badsnap.json",
@@ -351,3 +365,53 @@ def test_the_what_if_example_prints_what_the_docs_show() -> None:
     assert lines[0].startswith("Simulated 33 added object(s) on a snapshot of 52 nodes, 24 pods and 3 PodGroups")
     for line in lines[1:]:  # the first line carries the wall time
         assert line in page, line
+
+
+def test_the_user_guides_deployment_is_simulated_as_the_pods_it_creates() -> None:
+    """``simulate --add examples/demo/gang.yaml`` (a Deployment): its two replicas, named and
+    labelled as the ReplicaSet controller names them, bind as the gang they form (issue 30)."""
+    repo = Path(__file__).resolve().parent.parent
+    r = cli(
+        "simulate", "--snapshot", str(repo / "examples/simulate/snapshot.json"),
+        "--add", str(repo / "examples/demo/podgroup.yaml"), str(repo / "examples/demo/gang.yaml"), "-o", "json",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    (g,) = out["gangs"]
+    assert (g["gang"], g["status"], g["bound"]) == ("gang-demo/gang-demo", "bound", 2)
+    names = sorted(p["name"] for p in out["pods"])
+    assert len(names) == 2 and all(re.fullmatch(r"gang-demo-[a-z0-9]{10}-[a-z0-9]{5}", n) for n in names), names
+
+
+def test_workloads_create_their_pods_in_their_controllers_order(tmp_path: Path) -> None:
+    """A StatefulSet (OrderedReady) makes pod i+1 once pod i is bound: its gang never forms, and
+    the simulation says why; a LeaderWorkerSet with LeaderReady makes its workers once the leader
+    is bound; an Indexed Job makes min(parallelism, completions) indexed pods."""
+    write_snapshot(snap(nodes({"a": 4})), tmp_path / "snap.json")
+    tmpl = {
+        "schedulerName": "ome-scheduler",
+        "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "1"}}}],
+    }
+    pg = pod_group("db", NS, 2, topology_key=DK)
+    docs = [
+        pg,
+        {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": NS},
+         "spec": {"replicas": 2, "template": {"metadata": {"labels": {"scheduling.x-k8s.io/pod-group": "db"}}, "spec": tmpl}}},
+        {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "web", "namespace": NS},
+         "spec": {"replicas": 3, "template": {"spec": tmpl}}},
+        {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": "l", "namespace": NS},
+         "spec": {"startupPolicy": "LeaderReady", "leaderWorkerTemplate": {"size": 3, "workerTemplate": {"spec": tmpl}}}},
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": NS},
+         "spec": {"parallelism": 3, "completions": 2, "completionMode": "Indexed", "template": {"spec": tmpl}}},
+    ]  # fmt: skip
+    (tmp_path / "add.yaml").write_text(yaml.safe_dump_all(docs))
+    r = cli("simulate", "--snapshot", str(tmp_path / "snap.json"), "--add", str(tmp_path / "add.yaml"), "-o", "json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    status = {p["name"]: p["status"] for p in out["pods"]}
+    assert status["db-0"] == "pending" and "db-1" not in status
+    assert [status[f"web-{i}"] for i in range(3)] == ["bound"] * 3
+    assert [status[n] for n in ("l-0", "l-0-1", "l-0-2")] == ["bound"] * 3
+    assert sorted(n.rsplit("-", 1)[0] for n in status if n.startswith("j-")) == ["j-0", "j-1"]
+    assert any("db-1 never created: its controller waits for team/db-0 to run" in w for w in out["warnings"])
+    assert any("OrderedReady" in w for w in out["warnings"])

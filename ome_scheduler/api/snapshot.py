@@ -20,7 +20,7 @@ The manifests ``simulate --add`` takes are read here too (:func:`decode_manifest
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -141,9 +141,32 @@ def _documents(path: Path) -> Iterator[Any]:
         yield msgspec.json.decode(text.encode())
 
 
-def decode_manifests(path: Path) -> list[Any]:
+def decode_object(doc: Mapping[str, Any], where: str) -> Any:
+    """One manifest object as its typed record (``kind`` one of :data:`MANIFEST_KINDS`).
+
+    Raises:
+        SnapshotError: an unsupported ``kind``, or a field of the wrong type (naming ``where``
+            and the object's kind and name).
+    """
+    kind = doc.get("kind", "")
+    typ = MANIFEST_KINDS.get(kind)
+    name = (doc.get("metadata") or {}).get("name", "")
+    if typ is None:
+        kinds = ", ".join(sorted(MANIFEST_KINDS))
+        raise SnapshotError(f"{where}: kind {kind or '(none)'} {name} is not one of {kinds}")
+    try:
+        return msgspec.convert(_quantities_as_strings(doc), typ, strict=False)
+    except msgspec.ValidationError as exc:
+        raise SnapshotError(f"{where}: {kind} {name}: {exc}") from None
+
+
+def decode_manifests(
+    path: Path, others: Callable[[Mapping[str, Any], str], Sequence[Any] | None] | None = None
+) -> list[Any]:
     """The objects of a manifest file (YAML, several documents, or JSON; ``kind: List`` is
-    flattened), each as its typed record, in file order.
+    flattened), each as its typed record, in file order. A document of a kind not in
+    :data:`MANIFEST_KINDS` is handed to ``others(doc, where)`` first: the objects it returns
+    take the document's place (None: it is no kind ``others`` knows either).
 
     Raises:
         SnapshotError: unreadable file, an unsupported ``kind``, or a field of the wrong type
@@ -161,16 +184,12 @@ def decode_manifests(path: Path) -> list[Any]:
             for i, item in enumerate(doc.get("items") or []):
                 add(item, f"{where}.items[{i}]")
             return
-        typ = MANIFEST_KINDS.get(kind)
-        name = (doc.get("metadata") or {}).get("name", "")
-        if typ is None:
-            raise SnapshotError(
-                f"{path} {where}: kind {kind or '(none)'} {name} is not one of {', '.join(sorted(MANIFEST_KINDS))}"
-            )
-        try:
-            out.append(msgspec.convert(_quantities_as_strings(doc), typ, strict=False))
-        except msgspec.ValidationError as exc:
-            raise SnapshotError(f"{path} {where}: {kind} {name}: {exc}") from None
+        if kind not in MANIFEST_KINDS and others is not None:
+            instead = others(doc, f"{path} {where}")
+            if instead is not None:
+                out.extend(instead)
+                return
+        out.append(decode_object(doc, f"{path} {where}"))
 
     try:
         docs = list(_documents(path))

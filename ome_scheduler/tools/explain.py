@@ -62,7 +62,7 @@ def main(argv: Sequence[str]) -> int:
     from ome_scheduler.config.errors import ConfigError
     from ome_scheduler.config.load import load_config
     from ome_scheduler.tools.explainer import explain, render_text
-    from ome_scheduler.tools.inputs import check_quantities
+    from ome_scheduler.tools.inputs import check_snapshot
     from ome_scheduler.util.output import write_result
 
     logs.configure(0, "text")  # the offline engine's own log lines would only repeat the report
@@ -78,7 +78,7 @@ def main(argv: Sequence[str]) -> int:
     if args.snapshot:
         try:
             read = read_snapshot(Path(args.snapshot))
-            check_quantities([*read.nodes, *read.pods], f"snapshot {args.snapshot}")
+            check_snapshot(read, f"snapshot {args.snapshot}")
             snap: ClusterSnapshot | str = read
         except SnapshotError as exc:
             snap = str(exc)

@@ -133,6 +133,8 @@ class Explanation:
     need: int = 0
     shape_of: str = ""
     domains: list[Domain] = field(default_factory=list)
+    nodes_without_domain: int = 0
+    """Nodes without a value (or with an empty one) for the topology key: in no domain."""
     decision: Decision = field(default_factory=lambda: Decision("unschedulable"))
     holds: list[str] = field(default_factory=list)
     """``gang holds key=domain (how it was derived)`` for every hold reconstructed."""
@@ -153,6 +155,7 @@ class Explanation:
             "need": self.need,
             "roomCountedLike": self.shape_of,
             "domains": [d.to_json() for d in self.domains],
+            "nodesWithoutDomain": self.nodes_without_domain,
             "decision": self.decision.to_json(),
             "holds": self.holds,
             "notes": self.notes,
@@ -339,8 +342,14 @@ class Explainer:
         # The gang's own live pin (if the API shows one) is followed, as the scheduler would.
         ex.holds += [h for h in self._reconstruct_holds(assumed, key, None) if h.startswith(f"{key} ")]
         if mm > 0 and bound >= mm:
-            doms = {m.domain for m in ex.members if m.state == "bound"}
-            ex.decision = Decision("bound", domain=doms.pop() if len(doms) == 1 else "")
+            bound_in = sorted({m.domain for m in ex.members if m.state == "bound"})
+            if len(bound_in) == 1 and bound_in[0]:
+                ex.decision = Decision("bound", domain=bound_in[0])
+            else:
+                # Members bound outside one domain were not placed by a gang scheduler (a pod
+                # created with spec.nodeName, say): say so rather than name no domain.
+                named = ", ".join(f"{tk}={d}" if d else f"nodes without {tk or 'a topology key'}" for d in bound_in)
+                ex.decision = Decision("bound", message=f"bound, but split: {named}")
         elif not pending:
             if gated:
                 ex.decision = Decision("gated", message="members are scheduling-gated")
@@ -381,6 +390,12 @@ class Explainer:
         )
         nodes = self.sch.cache.node_infos()
         by = group_by_domain(nodes, lambda n: n.labels.get(tk, ""))
+        ex.nodes_without_domain = sum(1 for n in nodes if not n.labels.get(tk, ""))
+        if by and ex.nodes_without_domain:
+            ex.notes.append(
+                f"{ex.nodes_without_domain} of {len(nodes)} node(s) have no {tk} label or an empty value: they belong "
+                "to no domain and never take a member of this gang."
+            )
         if not by:
             bad = is_qualified_name(tk)
             ex.notes.append(
@@ -407,9 +422,17 @@ class Explainer:
             room = plan.room
             held = []
             if pins is not None:
+                names = {n.name for n in dnodes}
                 for g, pin in sorted(pins.by_group.items()):
-                    if g != key and pin.holding and pin.remaining > 0 and pin.domain == (tk, d):
+                    if g == key or not pin.holding or pin.remaining <= 0:
+                        continue
+                    if pin.domain == (tk, d):
                         held.append(f"{g} ({pin.remaining} more)")
+                    elif pin.nodes & names:
+                        # A hold under another topology key on some of these nodes holds this
+                        # domain too (the scheduler's best fit skips it).
+                        ptk, pd = pin.domain
+                        held.append(f"{g} under {ptk}={pd} ({pin.remaining} more)")
             dom = Domain(d, len(dnodes), room, plan.joinable and room >= need, held)
             if not dom.fits and room >= need:
                 dom.note = self._blocker(templates, need, others, dnodes)
@@ -566,7 +589,11 @@ def render_text(ex: Explanation) -> str:
         cond = " once ungated" if dec.if_ungated else ""
         lines.append(f"Now{cond}: {dec.pod} would not be scheduled: {dec.message}")
     elif dec.result == "bound":
-        lines.append(f"Bound{' in ' + ex.topology_key + '=' + dec.domain if dec.domain else ' on ' + dec.node}.")
+        lines.append(
+            f"Bound in {ex.topology_key}={dec.domain}."
+            if dec.domain
+            else f"Bound, {dec.message.removeprefix('bound, ')}."
+        )
     else:
         where = f" in {ex.topology_key}={dec.domain}" if dec.domain else ""
         lines.append(f"Now: {dec.result}{where}: {dec.message}")

@@ -1,22 +1,34 @@
 """Reading what ``simulate`` and ``explain`` are given: snapshots and manifests, checked.
 
-An added object is stored as the API server would store it (:func:`stored`), and Nodes and
-Pods whose quantities do not parse are refused naming the file, the object and the field
-(:func:`check_quantities`): the API server refuses such objects, a file written by hand may
-hold one.
+A file written by hand may hold what the API server would never have served or accepted; such
+input is refused with a message naming the file, the object and the field, rather than run:
+
+* a snapshot whose ``metadata.takenAt`` is not an RFC 3339 time, or that lists one node,
+  namespace, PodGroup or pod twice (:func:`check_snapshot`);
+* a Node or Pod whose quantities do not parse (:func:`check_quantities`);
+* a timestamp of an object (``creationTimestamp``, ``deletionTimestamp``) that is not a time.
+
+Manifests may name workloads — Deployments, ReplicaSets, StatefulSets, Jobs, LeaderWorkerSets —
+which become the pods their controllers would create (:mod:`ome_scheduler.tools.workloads`),
+in the order the controllers create them (:func:`read_manifests`). An added object is stored as
+the API server would store it (:func:`stored`).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from ome_scheduler.api.core import Node, Pod
-from ome_scheduler.api.snapshot import SnapshotError
+from ome_scheduler.api.snapshot import ClusterSnapshot, SnapshotError, decode_manifests, decode_object
+from ome_scheduler.tools.workloads import WorkloadError, expand
 from ome_scheduler.util.quantity import QuantityError, parse_quantity
+from ome_scheduler.util.timestamps import parse_rfc3339
 
 CLUSTER_SCOPED = frozenset({"Node", "Namespace", "PersistentVolume", "StorageClass"})
 
@@ -92,3 +104,105 @@ def check_quantities(objs: Iterable[Any], source: str) -> None:
             kind = "node" if isinstance(o, Node) else "pod"
             name = f"{o.metadata.namespace}/{o.metadata.name}" if kind == "pod" else o.metadata.name
             raise SnapshotError(f"{source}: {kind} {name}: {why}")
+
+
+def _bad_time(text: str) -> bool:
+    if not text:
+        return False
+    try:
+        parse_rfc3339(text)
+    except ValueError:
+        return True
+    return False
+
+
+def check_times(objs: Iterable[Any], source: str) -> None:
+    """Refuse objects whose ``creationTimestamp`` or ``deletionTimestamp`` is not a time.
+
+    Raises:
+        SnapshotError: naming ``source``, the object and the field.
+    """
+    for o in objs:
+        md = o.metadata
+        times = (("creationTimestamp", md.creation_timestamp), ("deletionTimestamp", md.deletion_timestamp))
+        for fname, value in times:
+            if isinstance(value, str) and _bad_time(value):
+                who = f"{md.namespace}/{md.name}" if md.namespace else md.name
+                raise SnapshotError(
+                    f'{source}: {type(o).__name__} {who}: metadata.{fname}: "{value}" is not an RFC 3339 time'
+                )
+
+
+def check_snapshot(snap: ClusterSnapshot, source: str) -> None:
+    """Refuse a snapshot the scheduler's informers could never have listed: a ``takenAt`` that
+    is not a time, an object listed twice, a quantity or timestamp that does not parse.
+
+    Raises:
+        SnapshotError: naming ``source`` and what is wrong.
+    """
+    if _bad_time(snap.metadata.taken_at):
+        raise SnapshotError(f'{source}: metadata.takenAt: "{snap.metadata.taken_at}" is not an RFC 3339 time')
+    for what, objs, namespaced in (
+        ("node", snap.nodes, False),
+        ("namespace", snap.namespaces, False),
+        ("PodGroup", snap.pod_groups, True),
+        ("pod", snap.pods, True),
+        ("PersistentVolume", snap.persistent_volumes, False),
+        ("PersistentVolumeClaim", snap.persistent_volume_claims, True),
+        ("StorageClass", snap.storage_classes, False),
+    ):
+        seen: set[str] = set()
+        for o in objs:
+            key = f"{o.metadata.namespace}/{o.metadata.name}" if namespaced else o.metadata.name
+            if key in seen:
+                raise SnapshotError(f"{source}: {what} {key} is listed twice")
+            seen.add(key)
+    check_quantities([*snap.nodes, *snap.pods], source)
+    check_times([*snap.nodes, *snap.pods, *snap.pod_groups, *snap.namespaces], source)
+
+
+@dataclass
+class Manifests:
+    """What ``--add`` files hold: objects to add at once (workloads' first pods among them), the
+    pods controllers create later (:class:`~ome_scheduler.tools.workloads.Wave`, raw pods
+    decoded), and warnings for the user."""
+
+    objects: list[Any] = field(default_factory=list)
+    later: list[tuple[tuple[str, ...], list[Pod], str]] = field(default_factory=list)
+    """(pods that must be bound first, the pods then created, the workload), in creation order."""
+    warnings: list[str] = field(default_factory=list)
+
+
+def read_manifests(paths: Iterable[str]) -> Manifests:
+    """Read ``--add`` files in order, expanding workloads into their controllers' pods (the
+    first pods where the workload stands in the file, later ones in :attr:`Manifests.later`).
+
+    Raises:
+        SnapshotError: an unreadable file or object, naming the file and the object.
+    """
+    out = Manifests()
+
+    def workload(doc: Mapping[str, Any], where: str) -> list[Any] | None:
+        try:
+            ex = expand(doc, where)
+        except WorkloadError as exc:
+            raise SnapshotError(str(exc)) from None
+        if ex is None:
+            return None
+        out.warnings.extend(ex.warnings)
+        now: list[Any] = []
+        for wave in ex.waves:
+            pods = [decode_object(p, f"{where}: {wave.source}") for p in wave.pods]
+            if wave.after:
+                out.later.append((wave.after, pods, wave.source))
+            else:
+                now.extend(pods)
+        return now
+
+    for f in paths:
+        objs = decode_manifests(Path(f), workload)
+        check_quantities(objs, f)
+        check_times(objs, f)
+        out.objects.extend(objs)
+    check_quantities([p for _, pods, _ in out.later for p in pods], "added workloads")
+    return out

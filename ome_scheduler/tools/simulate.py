@@ -65,10 +65,10 @@ def main(argv: Sequence[str]) -> int:
     """Run ``ome-scheduler simulate``; returns the exit status (1: bad input, with a message)."""
     args = parser().parse_args(list(argv))
     from ome_scheduler import logs
-    from ome_scheduler.api.snapshot import SnapshotError, decode_manifests, read_snapshot
+    from ome_scheduler.api.snapshot import SnapshotError, read_snapshot
     from ome_scheduler.config.errors import ConfigError
     from ome_scheduler.config.load import load_config
-    from ome_scheduler.tools.inputs import check_quantities
+    from ome_scheduler.tools.inputs import check_snapshot, read_manifests
     from ome_scheduler.tools.report import render_text
     from ome_scheduler.tools.simulation import Simulation
     from ome_scheduler.util.output import write_result
@@ -77,21 +77,19 @@ def main(argv: Sequence[str]) -> int:
     try:
         cfg = load_config(args.config)
         snap = read_snapshot(Path(args.snapshot))
-        check_quantities([*snap.nodes, *snap.pods], f"snapshot {args.snapshot}")
-        added = []
-        for f in args.add:
-            objs = decode_manifests(Path(f))
-            check_quantities(objs, f)
-            added += objs
+        check_snapshot(snap, f"snapshot {args.snapshot}")
+        manifests = read_manifests(args.add)
         sim = Simulation(
             cfg,
             snap,
-            added,
+            manifests.objects,
+            later=manifests.later,
             settle_seconds=args.settle_seconds,
             max_seconds=args.max_seconds,
             resource=args.resource,
             seed=args.seed,
         )
+        sim.warnings.extend(manifests.warnings)
         result = sim.run()
     except ConfigError as exc:
         sys.stderr.write(f"Error: invalid configuration: {exc}\n")

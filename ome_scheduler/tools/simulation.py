@@ -137,6 +137,10 @@ class Simulation:
         added: extra objects (Pods, PodGroups, Nodes, Namespaces, volumes), applied in order
             after the snapshot, at simulated time 0. A Node, PodGroup or Namespace that exists
             replaces it (an update); a Pod that exists is an error.
+        later: pods a workload's controller creates once other pods are bound (a StatefulSet's
+            next ordinal, a LeaderWorkerSet's workers with ``LeaderReady``): (the ``ns/name``
+            keys that must be bound, the pods, the workload), from
+            :func:`~ome_scheduler.tools.inputs.read_manifests`.
         settle_seconds: keep the clock running at least this long (Permit timeouts fire).
         max_seconds: stop a simulation that has not settled after this many simulated seconds.
         resource: what the domain tables count; default: :func:`accelerator_of` the nodes.
@@ -154,6 +158,7 @@ class Simulation:
         snapshot: ClusterSnapshot,
         added: Sequence[Any] = (),
         *,
+        later: Sequence[tuple[tuple[str, ...], Sequence[Pod], str]] = (),
         settle_seconds: float = 0.0,
         max_seconds: float = DEFAULT_MAX_SECONDS,
         resource: str | None = None,
@@ -175,6 +180,13 @@ class Simulation:
         self.recorder = CapturingRecorder(self.loop.time)
         self.binder = MemoryBinder(lambda: self.scheduler)
         self.warnings: list[str] = []
+        n = len(self.added)
+        self.later = [
+            (after, [stored(p, created, n + i) for i, p in enumerate(pods)], source) for after, pods, source in later
+        ]
+        """Pods controllers create once others are bound: (those ``ns/name`` keys, the pods, the
+        workload); released by :meth:`_release_later` when the loop would go idle."""
+        self._targets: list[PodInfo] = []
         self.scheduler = Scheduler(
             cfg,
             metrics=Metrics(),
@@ -272,11 +284,29 @@ class Simulation:
         # A pod waiting at Permit is still "in flight" for the queue (its cycle ends after Permit).
         return len(self.scheduler.cycles.binding_tasks) == len(parked) and parked.issuperset(q.in_flight)
 
+    def _release_later(self) -> bool:
+        """Create the pods whose controller waits for pods now bound; returns whether any were."""
+        ready = [w for w in self.later if all(k in self.binder.bound for k in w[0])]
+        if not ready:
+            return False
+        h = self.scheduler.handlers
+        for w in ready:
+            self.later.remove(w)
+            for p in w[1]:
+                h.on_pod_add(p)
+                pi = self.scheduler.pods.get(f"{p.metadata.namespace}/{p.metadata.name}")
+                if pi is not None:
+                    self._targets.append(pi)
+        return True
+
     def _on_idle(self, timeout: float | None) -> bool:
-        """Called when the loop would let time pass: stop here when settled or out of time."""
+        """Called when the loop would let time pass: create the pods controllers would create now,
+        else stop here when settled or out of time."""
         done = self._done
         if done is None or done.done():
             return False
+        if self._release_later():
+            return True
         elapsed = self.loop.now - self._start
         if elapsed >= self.settle_seconds and self.quiescent():
             done.set_result(True)
@@ -305,7 +335,7 @@ class Simulation:
         before = self._view(shapes)
         already = set(sch.pods)
         self._apply_added()
-        targets = [
+        targets = self._targets = [
             pi
             for k, pi in sch.pods.items()
             if not pi.pod.spec.node_name
@@ -323,6 +353,12 @@ class Simulation:
         try:
             self._settled = await self._done
             elapsed = self.loop.now - self._start
+            for after, pods, source in self.later:
+                waiting = [k for k in after if k not in self.binder.bound]
+                names = ", ".join(p.metadata.name for p in pods)
+                self.warnings.append(
+                    f"{source}: {names} never created: its controller waits for {', '.join(waiting)} to run"
+                )
             result = self._result(targets, before, self._view(shapes), shapes, elapsed)
         finally:
             self.loop.on_idle = None
