@@ -310,6 +310,8 @@ SPEC_DEFAULTS: dict[str, Any] = {
     "scheduler.plugin.podGroupSyncTimeoutSeconds": 30,
     "scheduler.plugin.gcIntervalSeconds": 60,
     "scheduler.plugin.standaloneDomainPacking": True,
+    # Beyond chart.md's list (issue 30): the operator's cap on Permit waits and holds; 0: none.
+    "scheduler.plugin.maxPermitTimeoutSeconds": 0,
     "scheduler.metrics.bindAddress": "0.0.0.0",
     "scheduler.metrics.securePort": 10259,
     "scheduler.metrics.authDelegation.enabled": True,
@@ -650,6 +652,17 @@ def test_operators_config_is_the_chart_with_the_clique_topology_key() -> None:
     rendered = config(sched(plugin={"topologyKey": "nvidia.com/gpu.clique"}), namespace="kube-system")
     assert yaml.safe_load((REPO / "examples" / "operators" / "config.yaml").read_text()) == rendered
     assert rendered == chart_config(topology_key="nvidia.com/gpu.clique", leader_elect=True)
+
+
+def test_the_permit_cap_is_rendered_only_when_set() -> None:
+    """``scheduler.plugin.maxPermitTimeoutSeconds`` (issue 30): 0 leaves it out (no cap, today's
+    behaviour); a positive value becomes OMEGangPack's argument, which the scheduler accepts."""
+    assert "maxPermitTimeoutSeconds" not in config_text()
+    text = config_text(sched(plugin={"maxPermitTimeoutSeconds": 3600}))
+    (gang,) = [p for p in yaml.safe_load(text)["profiles"][0]["pluginConfig"] if p["name"] == "OMEGangPack"]
+    assert gang["args"]["maxPermitTimeoutSeconds"] == 3600
+    assert_scheduler_accepts(text)
+    assert "maxPermitTimeoutSeconds" in render_error(sched(plugin={"maxPermitTimeoutSeconds": -1}))
 
 
 def test_configmap_indentation_bytes() -> None:

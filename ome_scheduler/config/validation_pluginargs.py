@@ -239,6 +239,7 @@ def validate_ome_gang_pack_args(args: OMEGangPackArgsV1) -> OMEGangPackArgs:
         ("defaultPermitTimeoutSeconds", args.default_permit_timeout_seconds),
         ("podGroupSyncTimeoutSeconds", args.pod_group_sync_timeout_seconds),
         ("gcIntervalSeconds", gc),
+        ("maxPermitTimeoutSeconds", args.max_permit_timeout_seconds),
     ):
         if seconds is None:
             continue
