@@ -27,10 +27,10 @@ demo: venv binaries
 	$(BIN)/python -m e2e.demo
 
 demo-stop: venv
-	$(BIN)/python -m e2e.cluster stop ome-scheduler
+	$(BIN)/python -m e2e.harness stop ome-scheduler
 
 down: venv
-	$(BIN)/python -m e2e.cluster down
+	$(BIN)/python -m e2e.harness down
 
 lint: venv
 	$(BIN)/ruff check .

@@ -1,9 +1,9 @@
 """Soak: ome-scheduler under continuous churn while the control plane breaks on a schedule (issue 12, item 8).
 
 ``python -m bench.soak`` (30 minutes) or ``python -m bench.soak --ci`` (3 minutes; ``make soak-ci``,
-part of ``make test``) starts a local control plane with kwok (``e2e/cluster.py``; an already running
+part of ``make test``) starts a local control plane with kwok (``e2e/harness/cluster.py``; an already running
 one in ``OME_CLUSTER_DIR`` is reused and left running), Toxiproxy in front of kube-apiserver
-(``e2e/toxiproxy.py``) and one ome-scheduler whose only way to the API server is the proxy (leader
+(``e2e/harness/toxiproxy.py``) and one ome-scheduler whose only way to the API server is the proxy (leader
 election off, as in ``e2e/faults/test_proxy_faults.py``: a blackholed lease renewal would rightly
 end a leader, and the soak measures one process's memory). Then, for ``--minutes``:
 
@@ -58,11 +58,14 @@ from typing import Any
 
 import httpx
 
-from e2e.cluster import Cluster
-from e2e.helpers import REPO, Api, SchedulerProcess, wait_for
-from e2e.manifests import POD_GROUP_LABEL, chart_config, node, pod, pod_group, unique
-from e2e.toxiproxy import Toxiproxy, proxied_kubeconfig
+from e2e.harness.api import Api
+from e2e.harness.cluster import Cluster
+from e2e.harness.paths import REPO
+from e2e.harness.scheduler import SchedulerProcess
+from e2e.harness.toxiproxy import Toxiproxy, proxied_kubeconfig
+from e2e.harness.waits import wait_for
 from ome_scheduler.util.quantity import milli_value, value
+from tests.support.manifests import POD_GROUP_LABEL, chart_config, node, pod, pod_group, unique
 
 PROXY = "apiserver"
 DOMAINS = 6
@@ -368,7 +371,7 @@ class Soak:
 
     @property
     def placement(self) -> dict[str, Any]:
-        """Keyword arguments of ``e2e.manifests.pod`` for every soak pod: this run's scheduler,
+        """Keyword arguments of ``tests.support.manifests.pod`` for every soak pod: this run's scheduler,
         and only this run's nodes (required node affinity on the domain label)."""
         term = {"matchExpressions": [{"key": self.domain_key, "operator": "Exists"}]}
         return {

@@ -41,12 +41,13 @@ from typing import Any
 import httpx
 import yaml
 
-from e2e.cluster import Cluster
-from e2e.components import ALWAYS_ALLOW_PATHS
-from e2e.helpers import Api, wait_for
-from e2e.manifests import kube_counterpart_config, unique
+from e2e.harness.api import Api
+from e2e.harness.cluster import Cluster
+from e2e.harness.components import ALWAYS_ALLOW_PATHS
+from e2e.harness.processes import free_ports
+from e2e.harness.waits import wait_for
 from e2e.parity_gen import CASE_LABEL, RUNTIME_CLASS, RUNTIME_CLASS_OVERHEAD, Case
-from e2e.processes import free_ports
+from tests.support.manifests import kube_counterpart_config, unique
 
 KUBE_PROFILE = "parity-kube"
 OME_PROFILE = "parity-ome"

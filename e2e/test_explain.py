@@ -20,19 +20,13 @@ from typing import Any
 
 import pytest
 
-from e2e.cluster import Cluster
-from e2e.helpers import (
-    REPO,
-    Api,
-    SchedulerProcess,
-    create_held_gang,
-    temp_nodes,
-    wait_at_permit,
-    wait_bound,
-    wait_for,
-    wait_message,
-)
-from e2e.manifests import HOLD_GATE, HOSTNAME, domain_key, node, pod, pod_group
+from e2e.harness.api import Api
+from e2e.harness.cluster import Cluster
+from e2e.harness.gangs import create_held_gang
+from e2e.harness.paths import REPO
+from e2e.harness.scheduler import SchedulerProcess
+from e2e.harness.waits import temp_nodes, wait_at_permit, wait_bound, wait_for, wait_message
+from tests.support.manifests import HOLD_GATE, HOSTNAME, domain_key, node, pod, pod_group
 
 pytestmark = pytest.mark.invariants_after_test
 

@@ -15,20 +15,13 @@ from typing import Any
 
 import pytest
 
-from e2e.cluster import Cluster
-from e2e.helpers import (
-    Api,
-    SchedulerProcess,
-    assert_invariants,
-    create_held_gang,
-    release_held,
-    temp_nodes,
-    wait_at_permit,
-    wait_bound,
-    wait_for,
-    wait_message,
-)
-from e2e.manifests import HOSTNAME, chart_config, domain_key, node, pod, pod_group, unique
+from e2e.harness.api import Api
+from e2e.harness.cluster import Cluster
+from e2e.harness.gangs import create_held_gang, release_held
+from e2e.harness.invariants import assert_invariants
+from e2e.harness.scheduler import SchedulerProcess
+from e2e.harness.waits import temp_nodes, wait_at_permit, wait_bound, wait_for, wait_message
+from tests.support.manifests import HOSTNAME, chart_config, domain_key, node, pod, pod_group, unique
 
 
 @pytest.fixture(scope="module")

@@ -27,9 +27,13 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.cluster import Cluster
-from e2e.helpers import HELD_SCHEDULER, REPO, Api, SchedulerProcess, temp_nodes, wait_for
-from e2e.manifests import HOSTNAME, SCHEDULER_NAME, chart_config, domain_key, node, pod, pod_group
+from e2e.harness.api import Api
+from e2e.harness.cluster import Cluster
+from e2e.harness.gangs import HELD_SCHEDULER
+from e2e.harness.paths import REPO
+from e2e.harness.scheduler import SchedulerProcess
+from e2e.harness.waits import temp_nodes, wait_for
+from tests.support.manifests import HOSTNAME, SCHEDULER_NAME, chart_config, domain_key, node, pod, pod_group
 
 Obj = dict[str, Any]
 

@@ -30,18 +30,13 @@ from typing import Any
 import httpx
 import pytest
 
-from e2e.cluster import Cluster
-from e2e.helpers import (
-    Api,
-    SchedulerProcess,
-    SupervisedScheduler,
-    assert_invariants,
-    assert_no_drift,
-    record_measurement,
-    temp_nodes,
-    wait_for,
-)
-from e2e.manifests import chart_config, domain_key, node, pod, pod_group, unique
+from e2e.harness.api import Api
+from e2e.harness.cluster import Cluster
+from e2e.harness.invariants import assert_invariants
+from e2e.harness.measurements import record_measurement
+from e2e.harness.scheduler import SchedulerProcess, SupervisedScheduler, assert_no_drift
+from e2e.harness.waits import temp_nodes, wait_for
+from tests.support.manifests import chart_config, domain_key, node, pod, pod_group, unique
 
 GANGS = 10
 SIZE = 8
