@@ -2,7 +2,8 @@
 
 Each test breaks one thing on the local cluster of ``e2e/harness/cluster.py`` and checks the
 invariants every fault test ends with (``e2e.harness.invariants.assert_invariants``: no pod
-bound twice, no node over-committed, no gang split), plus the fault's own promise. Run them with the rest of
+scheduled twice, no node over-committed, no gang split or partly bound), plus the fault's own
+promise. Run them with the rest of
 the end-to-end suite, or alone:
 
     OME_CLUSTER_DIR=/tmp/cluster-$USER .venv/bin/pytest e2e/faults -x

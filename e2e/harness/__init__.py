@@ -19,7 +19,7 @@ Lives here, from the bottom up (a module imports only those above it in this lis
     waits         wait_for and the waits tests share (pods bound, a message, nodes Ready)
     scheduler     SchedulerProcess, SupervisedScheduler, and what the scheduler's log tells
     gangs         held gangs and the user guide's demo gang
-    invariants    the invariants every e2e test ends with
+    invariants    the one invariants checker of e2e and the soak
     measurements  the times fault tests measured, for the session's summary
 
 Importing this package imports none of its modules.
