@@ -471,9 +471,9 @@ class ParityRunner:
             got = self._test_pods()
             for cid in gated:
                 out[cid].gated_events = events.get(key[cid], [])
-                p = got.get(key[cid])
-                if p is not None and p["spec"].get("nodeName"):
-                    out[cid].gated_events.append(f"bound to {p['spec']['nodeName']} while gated")
+                gp = got.get(key[cid])
+                if gp is not None and gp["spec"].get("nodeName"):
+                    out[cid].gated_events.append(f"bound to {gp['spec']['nodeName']} while gated")
             self._parallel(
                 lambda cid: self.api.patch(
                     f"/api/v1/namespaces/{key[cid][0]}/pods/{key[cid][1]}", {"spec": {"schedulingGates": None}}

@@ -244,7 +244,7 @@ def test_every_dashboard_query_returns_data_from_a_real_prometheus(setup: dict[s
         if t["health"] == "down" and t.get("lastError"):
             # A 401/403 here means the chart's RBAC or the token file did not authorise the scrape.
             raise AssertionError(f"scrape failed: {t['lastError']}")
-        return t["health"] == "up"
+        return bool(t["health"] == "up")
 
     wait_for("the scheduler's /metrics scraped with the bearer token", target_up, timeout=60)
     start = time.time()

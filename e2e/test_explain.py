@@ -37,8 +37,18 @@ def pg_of(api: Api, ns: str, name: str) -> dict[str, Any]:
     return dict(api.get(f"{GROUP}/namespaces/{ns}/podgroups/{name}"))
 
 
-def annotations(api: Api, ns: str, name: str) -> dict[str, str]:
+def pg_annotations(api: Api, ns: str, name: str) -> dict[str, str]:
     return dict(pg_of(api, ns, name)["metadata"].get("annotations", {}))
+
+
+def wait_annotated(api: Api, ns: str, name: str, key: str, value: str | None = None) -> dict[str, str]:
+    """Wait until PodGroup ``ns/name`` has annotation ``key`` (with ``value``, when given); return its annotations."""
+
+    def seen() -> dict[str, str] | None:
+        a = pg_annotations(api, ns, name)
+        return a if a.get(key) and (value is None or a[key] == value) else None
+
+    return wait_for(f"{key}={value or '*'} on PodGroup {name}", seen)
 
 
 def explain(cluster: Cluster, scheduler: SchedulerProcess, *args: str) -> dict[str, Any]:
@@ -90,9 +100,7 @@ def test_demo_gang_status_in_kubectl_get_podgroups(
     header, row = out.strip().splitlines()
     assert header.split() == ["NAME", "PHASE", "MINMEMBER", "RUNNING", "SUCCEEDED", "FAILED", "AGE"]
     assert row.split()[:4] == ["gang-demo", "Running", "2", "2"]
-    ann = wait_for(
-        "the Bound placement", lambda: (a := annotations(api, ns, "gang-demo")).get("ome.io/placement") == "Bound" and a
-    )
+    ann = wait_annotated(api, ns, "gang-demo", "ome.io/placement", "Bound")
     clique = {
         n["metadata"]["labels"].get("nvidia.com/gpu.clique")
         for n in api.nodes()
@@ -125,9 +133,7 @@ def test_a_gang_without_room_says_why_and_explain_agrees(
         msg = wait_message(api, ns, "m0", f"no domain has room for gang {ns}/g")
         logged = wait_for("the logged failure", lambda: scheduler.last_failure(ns, "m0") or None)
         assert logged == msg
-        ann = wait_for(
-            "the waiting reason", lambda: (a := annotations(api, ns, "g")).get("ome.io/waiting-reason") and a
-        )
+        ann = wait_annotated(api, ns, "g", "ome.io/waiting-reason")
         assert ann["ome.io/waiting-reason"].endswith(f"no domain has room for gang {ns}/g. no new claims to deallocate")
         assert "ome.io/placement" not in ann
         assert pg_of(api, ns, "g")["status"]["phase"] == "Scheduling"  # all 5 exist, none bound
@@ -163,7 +169,7 @@ def test_explain_picks_the_domain_the_scheduler_then_binds(
         for n in names:
             api.ungate(ns, n)
         assert domains_of(api, ns, names, dk) == {chosen}
-        ann = wait_for("Bound", lambda: (a := annotations(api, ns, "g")).get("ome.io/placement") == "Bound" and a)
+        ann = wait_annotated(api, ns, "g", "ome.io/placement", "Bound")
         assert (ann["ome.io/placement-domain"], ann["ome.io/placement-topology-key"]) == (chosen, dk)
         bound = explain(cluster, scheduler, "pod", f"{ns}/m1")
         assert (bound["name"], bound["decision"]["result"], bound["decision"]["domain"]) == ("g", "bound", chosen)
@@ -180,7 +186,7 @@ def test_a_held_domain_shows_in_the_placement_and_in_explain(
         create_held_gang(api, ns, 3, dk)
         node0 = wait_at_permit(api, ns, "m0")
         wait_at_permit(api, ns, "m1")
-        ann = wait_for("Holding", lambda: (a := annotations(api, ns, "g")).get("ome.io/placement") == "Holding" and a)
+        ann = wait_annotated(api, ns, "g", "ome.io/placement", "Holding")
         assert (ann["ome.io/placement-domain"], ann["ome.io/placement-topology-key"]) == ("a", dk)
         api.create_pod_group(pod_group("s", ns, 1, topology_key=dk))
         api.create_pod(pod("s0", ns, gang="s"))
@@ -198,7 +204,9 @@ def test_a_held_domain_shows_in_the_placement_and_in_explain(
         ]
         assert g["members"][0]["node"] == node0
         assert (g["decision"]["result"], g["decision"]["domain"]) == ("waiting", "a")
-        reason = wait_for("s's waiting reason", lambda: annotations(api, ns, "s").get("ome.io/waiting-reason") or None)
+        reason = wait_for(
+            "s's waiting reason", lambda: pg_annotations(api, ns, "s").get("ome.io/waiting-reason") or None
+        )
         assert reason == msg
 
 
@@ -211,7 +219,9 @@ def test_incomplete_templates_stay_pending(api: Api, cluster: Cluster, scheduler
         msg = wait_message(api, ns, "m0", f"waiting for all PodGroup member templates for {ns}/g")
         st = wait_for("Pending", lambda: (s := pg_of(api, ns, "g").get("status", {})).get("phase") == "Pending" and s)
         assert "scheduleStartTime" not in st
-        reason = wait_for("the waiting reason", lambda: annotations(api, ns, "g").get("ome.io/waiting-reason") or None)
+        reason = wait_for(
+            "the waiting reason", lambda: pg_annotations(api, ns, "g").get("ome.io/waiting-reason") or None
+        )
         assert f"waiting for all PodGroup member templates for {ns}/g" in reason
         ex = explain(cluster, scheduler, "pod", f"{ns}/m1")
         assert ex["decision"]["pod"] == "m1"
@@ -220,4 +230,4 @@ def test_incomplete_templates_stay_pending(api: Api, cluster: Cluster, scheduler
         wait_bound(api, ns, ["m0", "m1", "m2"])
         st = wait_for("Running", lambda: (s := pg_of(api, ns, "g").get("status", {})).get("phase") == "Running" and s)
         assert st["running"] == 3 and st["scheduleStartTime"]
-        assert "ome.io/waiting-reason" not in annotations(api, ns, "g")
+        assert "ome.io/waiting-reason" not in pg_annotations(api, ns, "g")

@@ -151,7 +151,11 @@ def _workload_with_fault(cluster: Cluster, ns: str, rs: Replicas, fault: Callabl
         exits = rs.exits(t_start)
         assert len(exits) <= 1 and all(code == 1 for _, code in exits), f"exits during {label}: {exits}"
         for s in rs.replicas:
-            wait_for(f"{s.process.dir.name} running", lambda s=s: s.process.proc and s.process.proc.poll() is None)
+
+            def running(proc: SchedulerProcess = s.process) -> bool:
+                return proc.proc is not None and proc.proc.poll() is None
+
+            wait_for(f"{s.process.dir.name} running", running)
             assert_no_drift(s.process)
         api.close()
     finally:

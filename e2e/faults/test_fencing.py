@@ -240,8 +240,8 @@ def leader_fault(
             return Outcome(code, log, gone_after, takeover, old_user, new_user)
     finally:
         stop_arrivals.set()
-        for p in procs.values():
-            p.stop()
+        for proc in procs.values():
+            proc.stop()
         for r in "ab":
             forget_identity(api, ids[r])
         api.delete_namespace(ns)
