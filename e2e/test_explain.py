@@ -26,7 +26,7 @@ from e2e.harness.gangs import create_held_gang
 from e2e.harness.paths import REPO
 from e2e.harness.scheduler import SchedulerProcess
 from e2e.harness.waits import temp_nodes, wait_at_permit, wait_bound, wait_for, wait_message
-from tests.support.manifests import HOLD_GATE, HOSTNAME, domain_key, node, pod, pod_group
+from tests.support.manifests import HOLD_GATE, HOSTNAME, domain_key, domain_nodes, pod, pod_group
 
 pytestmark = pytest.mark.invariants_after_test
 
@@ -67,10 +67,6 @@ def explain(cluster: Cluster, scheduler: SchedulerProcess, *args: str) -> dict[s
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO, check=False)
     assert r.returncode == 0, r.stderr
     return dict(json.loads(r.stdout))
-
-
-def domain_nodes(key: str, dk: str, spec: dict[str, int]) -> list[dict[str, Any]]:
-    return [node(f"{key}-{d}{i}", {dk: d}) for d, n in spec.items() for i in range(n)]
 
 
 def domains_of(api: Api, ns: str, names: list[str], dk: str) -> set[str]:

@@ -68,6 +68,12 @@ def node(
     }
 
 
+def domain_nodes(prefix: str, key: str, sizes: Mapping[str, int], **kw: Any) -> list[dict[str, Any]]:
+    """Nodes ``<prefix>-<domain><i>`` in domains of label ``key``: ``sizes[domain]`` nodes of each
+    (``i`` from 0), every one a :func:`node` with the other keyword arguments."""
+    return [node(f"{prefix}-{d}{i}", {key: d}, **kw) for d, n in sizes.items() for i in range(n)]
+
+
 def pod(
     name: str,
     ns: str,
