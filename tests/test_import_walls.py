@@ -412,3 +412,35 @@ def test_every_declared_dependency_is_imported(dist: str) -> None:
     assert module in imported_top_level_modules(), (
         f"pyproject.toml declares {dist!r} but nothing in ome_scheduler/ imports {module!r}: use it or remove it"
     )
+
+
+def harness_layers(root: Path = ROOT) -> list[str]:
+    """The modules of ``e2e/harness/`` in the order its package docstring lists them (bottom up)."""
+    doc = ast.get_docstring(ast.parse((root / "e2e" / "harness" / "__init__.py").read_text(encoding="utf-8"))) or ""
+    block = doc.split("::", 1)[1].split("\n\n")[1] if "::" in doc else ""
+    return [line.split()[0] for line in block.splitlines() if line.strip()]
+
+
+def harness_layer_breaches(root: Path = ROOT) -> list[str]:
+    """Imports by an ``e2e/harness`` module of one listed at or after it, and modules not listed."""
+    order = harness_layers(root)
+    out = []
+    for path in sources(root, "e2e/harness"):
+        me = path.stem
+        if me == "__init__":
+            continue
+        if me not in order:
+            out.append(f"e2e/harness/{path.name}: not in the package docstring's list")
+            continue
+        for line, target in imports(path, root):
+            dep = target.removeprefix("e2e.harness.")
+            if target.startswith("e2e.harness.") and (dep not in order or order.index(dep) >= order.index(me)):
+                out.append(f"{path.relative_to(root)}:{line}: imports {target} (listed after {me})")
+    return out
+
+
+def test_each_harness_module_imports_only_those_listed_before_it() -> None:
+    """``e2e/harness/__init__.py`` lists its modules bottom up; each imports only earlier ones."""
+    assert harness_layers()[:2] == ["paths", "tokens"]
+    found = harness_layer_breaches()
+    assert not found, "e2e/harness layering breached:\n" + "\n".join(found)
