@@ -1,8 +1,7 @@
 """A real local Kubernetes 1.35 control plane for end-to-end tests and the demo.
 
-The soak (``bench/soak.py``) and the benchmark (``bench/run.py``) run on it too.
-
-It runs etcd, kube-apiserver, kube-controller-manager, the stock kube-scheduler (the cluster's
+The soak (``bench/soak.py``) and the benchmark (``bench/run.py``, in benchmark mode) run on it
+too. It runs etcd, kube-apiserver, kube-controller-manager, the stock kube-scheduler (the cluster's
 default scheduler) and kwok (fake kubelets) as local processes on 127.0.0.1, each in its own
 process group (session), with one log file per component. Everything lives in a state directory
 (``OME_CLUSTER_DIR``, default ``<repo>/.local-cluster``) whose ``cluster.json`` records the ports,

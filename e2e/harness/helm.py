@@ -1,7 +1,8 @@
 """The chart's e2e installs: the cached helm binary, the release name and its namespace.
 
-Tests install the chart (``paths.CHART``, ``helm/ome-scheduler``) as release :data:`RELEASE` in namespace :data:`RELEASE_NS`
-(as the user guide does) with :func:`helm`, and leave nothing behind (:func:`remove_release`).
+Tests install the chart (``paths.CHART``, ``helm/ome-scheduler``) as release :data:`RELEASE` in
+namespace :data:`RELEASE_NS` (as the user guide does) with :func:`helm`, and leave nothing
+behind (:func:`remove_release`).
 """
 
 from __future__ import annotations
