@@ -22,8 +22,9 @@ import aiohttp
 import msgspec
 import yaml
 
-from e2e.cluster import Cluster
-from e2e.helpers import REPO, chart_config, coscheduling_config, kube_counterpart_config
+from e2e.harness.cluster import Cluster
+from e2e.harness.paths import REPO
+from tests.support.manifests import chart_config, coscheduling_config, kube_counterpart_config
 
 CLIQUE = "nvidia.com/gpu.clique"
 NS = "bench"

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import COSCHED, KUBE, OME, SCHEDULERS, RunResult
-from e2e.helpers import REPO
+from e2e.harness.paths import REPO
 
 NOT_COMPARED = [
     (

@@ -74,8 +74,8 @@ from bench.common import (
     watch_bound,
 )
 from bench.report import ReportContext, machine_info, versions, write_report
-from e2e.cluster import Cluster
-from e2e.helpers import REPO
+from e2e.harness.cluster import Cluster
+from e2e.harness.paths import REPO
 
 STALL_S = 30.0
 """A run ends when no pod was bound for this long (a scheduler that cannot place the rest);

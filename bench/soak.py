@@ -1,9 +1,9 @@
 """Soak: ome-scheduler under continuous churn while the control plane breaks on a schedule (issue 12, item 8).
 
 ``python -m bench.soak`` (30 minutes) or ``python -m bench.soak --ci`` (3 minutes; ``make soak-ci``,
-part of ``make test``) starts a local control plane with kwok (``e2e/cluster.py``; an already running
+part of ``make test``) starts a local control plane with kwok (``e2e/harness/cluster.py``; an already running
 one in ``OME_CLUSTER_DIR`` is reused and left running), Toxiproxy in front of kube-apiserver
-(``e2e/toxiproxy.py``) and one ome-scheduler whose only way to the API server is the proxy (leader
+(``e2e/harness/toxiproxy.py``) and one ome-scheduler whose only way to the API server is the proxy (leader
 election off, as in ``e2e/faults/test_proxy_faults.py``: a blackholed lease renewal would rightly
 end a leader, and the soak measures one process's memory). Then, for ``--minutes``:
 
@@ -22,10 +22,11 @@ Measured (printed, and written as ``soak-<date>-<N>m.md`` / ``.json`` / ``.png``
 
 * **RSS slope** of the scheduler process (MiB per hour, least squares over the samples after
   the first 20 % of the run; goal ≤ 5; meaningful only for long runs);
-* **invariant violations** (goal 0), checked every ``CHECK_EVERY_S`` seconds and at the end from
-  fresh LISTs: no pod bound twice (a pod seen on two nodes, or more than one ``Scheduled`` event
-  for one pod UID), no node over-committed by effective requests (:func:`effective_requests`,
-  component-helpers' ``PodRequests``), no gang with bound members in two domains;
+* **invariant violations** (goal 0) by the checker the e2e tests use (``e2e/harness/invariants.py``),
+  every ``CHECK_EVERY_S`` seconds and at the end from fresh LISTs: no node over-committed by
+  effective requests (component-helpers' ``PodRequests``), no gang with bound members in two
+  domains, no pod seen on two nodes; at the end, once the pending pods settled, also no gang
+  partly bound and no pod with more than one ``Scheduled`` event;
 * **cache drift** at the end (goal 0): ``SIGUSR2`` runs the scheduler's cache comparer
   (``ome_scheduler/app/debugger.py``) against a fresh LIST after the churn stopped and the pending
   pods settled;
@@ -45,7 +46,6 @@ import datetime as dt
 import json
 import os
 import random
-import re
 import signal
 import sys
 import threading
@@ -58,11 +58,15 @@ from typing import Any
 
 import httpx
 
-from e2e.cluster import Cluster
-from e2e.helpers import REPO, Api, SchedulerProcess, wait_for
-from e2e.manifests import POD_GROUP_LABEL, chart_config, node, pod, pod_group, unique
-from e2e.toxiproxy import Toxiproxy, proxied_kubeconfig
-from ome_scheduler.util.quantity import milli_value, value
+from e2e.harness import invariants
+from e2e.harness.api import Api
+from e2e.harness.cluster import Cluster
+from e2e.harness.paths import REPO
+from e2e.harness.processes import proc_rss_bytes
+from e2e.harness.scheduler import SchedulerProcess, parse_drift
+from e2e.harness.toxiproxy import Toxiproxy, proxied_kubeconfig
+from e2e.harness.waits import wait_for
+from tests.support.manifests import chart_config, node, pod, pod_group, unique
 
 PROXY = "apiserver"
 DOMAINS = 6
@@ -80,122 +84,7 @@ SETTLE_S = 90.0
 RSS_GOAL_MIB_H = 5.0
 
 
-# ---- pure parts: invariants, statistics, the fault schedule (unit-tested in bench/test_soak.py) ----
-
-
-def _parse(rl: Mapping[str, Any] | None) -> dict[str, int]:
-    """A ResourceList as integers: cpu in millicores, everything else ``Value()``."""
-    return {k: (milli_value(str(q)) if k == "cpu" else value(str(q))) for k, q in (rl or {}).items()}
-
-
-def _add(dst: dict[str, int], src: Mapping[str, int]) -> None:
-    for k, v in src.items():
-        dst[k] = dst.get(k, 0) + v
-
-
-def effective_requests(pod_obj: Mapping[str, Any]) -> dict[str, int]:
-    """The effective requests of a pod (a Pod as the API server returns it), by resource name.
-
-    Written independently of the scheduler (which it checks), after
-    ``k8s.io/component-helpers/resource/helpers.go`` ``PodRequests``: app containers are summed;
-    each restartable init container (``restartPolicy: Always``, a sidecar) adds to that sum and
-    runs alongside every later init container; the pod needs the larger of the sum and the
-    largest init-container step; pod-level ``spec.resources.requests`` (cpu, memory, hugepages)
-    replace the container aggregate; ``spec.overhead`` is added. cpu in millicores, the rest in
-    units (bytes, devices). A pod counts one towards ``pods``.
-    """
-    spec = pod_obj.get("spec", {})
-    reqs: dict[str, int] = {}
-    for c in spec.get("containers") or []:
-        _add(reqs, _parse((c.get("resources") or {}).get("requests")))
-    sidecars: dict[str, int] = {}
-    init_max: dict[str, int] = {}
-    for c in spec.get("initContainers") or []:
-        r = _parse((c.get("resources") or {}).get("requests"))
-        if c.get("restartPolicy") == "Always":
-            _add(reqs, r)
-            _add(sidecars, r)
-            step = dict(sidecars)
-        else:
-            step = dict(r)
-            _add(step, sidecars)
-        for k, v in step.items():
-            init_max[k] = max(init_max.get(k, 0), v)
-    for k, v in init_max.items():
-        reqs[k] = max(reqs.get(k, 0), v)
-    pod_level = {
-        k: q
-        for k, q in ((spec.get("resources") or {}).get("requests") or {}).items()
-        if k in ("cpu", "memory") or k.startswith("hugepages-")
-    }
-    reqs.update(_parse(pod_level))
-    _add(reqs, _parse(spec.get("overhead")))
-    reqs["pods"] = reqs.get("pods", 0) + 1
-    return reqs
-
-
-def _counts(p: Mapping[str, Any]) -> bool:
-    """Whether a pod holds capacity on its node: bound and neither Succeeded nor Failed."""
-    return bool(p.get("spec", {}).get("nodeName")) and p.get("status", {}).get("phase") not in ("Succeeded", "Failed")
-
-
-def overcommitted(pods: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Nodes whose bound pods' effective requests exceed allocatable, one message per node and resource.
-
-    ``pods``: Pod objects (any namespaces); ``nodes``: Node objects. Pods on nodes not in
-    ``nodes`` (deleted meanwhile) cannot be judged and are skipped; a resource the node does not
-    list as allocatable is not checked (the API server would not have admitted such a pod's
-    extended resource elsewhere either).
-    """
-    alloc = {n["metadata"]["name"]: _parse(n.get("status", {}).get("allocatable")) for n in nodes}
-    used: dict[str, dict[str, int]] = {}
-    for p in pods:
-        n = p["spec"].get("nodeName")
-        if n in alloc and _counts(p):
-            _add(used.setdefault(n, {}), effective_requests(p))
-    out = []
-    for n, u in sorted(used.items()):
-        for r, amount in sorted(u.items()):
-            if r in alloc[n] and amount > alloc[n][r]:
-                out.append(f"node {n} over-committed on {r}: {amount} > {alloc[n][r]}")
-    return out
-
-
-def split_gangs(pods: Iterable[Mapping[str, Any]], node_domain: Mapping[str, str]) -> list[str]:
-    """Gangs whose bound members are in more than one domain, one message per gang.
-
-    ``pods``: Pod objects; a gang is ``namespace/<pod-group label>``; ``node_domain``: node name
-    -> domain (value of the gang's domain label). A member on a node missing from
-    ``node_domain`` counts as domain ``<none>`` (a node without the label also splits a gang).
-    """
-    domains: dict[str, set[str]] = {}
-    for p in pods:
-        md = p["metadata"]
-        g = (md.get("labels") or {}).get(POD_GROUP_LABEL)
-        if g and _counts(p):
-            domains.setdefault(f"{md['namespace']}/{g}", set()).add(node_domain.get(p["spec"]["nodeName"], "<none>"))
-    return [f"gang {g} split across domains {sorted(d)}" for g, d in sorted(domains.items()) if len(d) > 1]
-
-
-def bound_twice(seen: Mapping[str, set[str]]) -> list[str]:
-    """Pods seen bound to more than one node: ``seen`` maps pod UID (or name) -> every nodeName seen."""
-    return [f"pod {uid} bound to {sorted(ns)}" for uid, ns in sorted(seen.items()) if len(ns) > 1]
-
-
-def scheduled_twice(events: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Pods with more than one ``Scheduled`` event (events.k8s.io/v1 Event objects), by pod UID.
-
-    An event with a ``series`` counts ``series.count`` times (a repeated identical event is
-    folded into one object with a count).
-    """
-    n: dict[tuple[str, str], int] = {}
-    for e in events:
-        if e.get("reason") != "Scheduled":
-            continue
-        reg = e.get("regarding") or {}
-        key = (str(reg.get("uid") or ""), f"{reg.get('namespace')}/{reg.get('name')}")
-        n[key] = n.get(key, 0) + int((e.get("series") or {}).get("count") or 1)
-    return [f"pod {name} (uid {uid}) has {c} Scheduled events" for (uid, name), c in sorted(n.items()) if c > 1]
+# ---- pure parts: statistics, the fault schedule (unit-tested in bench/test_soak.py) ----
 
 
 def rss_slope(samples: Sequence[tuple[float, float]], warmup_s: float = 0.0) -> float | None:
@@ -304,19 +193,6 @@ def latency_by_phase(
     return out
 
 
-_DRIFT_DONE = re.compile(r'"Cache comparer (finished|failed)"(?: differences=(\d+))?')
-
-
-def parse_drift(log_text: str) -> tuple[str, int, list[str]] | None:
-    """The cache comparer's outcome in a log excerpt: (``finished``/``failed``, differences,
-    ``"Cache mismatch"`` lines), or None when its summary line is not there yet."""
-    m = _DRIFT_DONE.search(log_text)
-    if m is None:
-        return None
-    lines = [line for line in log_text.splitlines() if '"Cache mismatch"' in line]
-    return m.group(1), int(m.group(2) or 0), lines
-
-
 # ---- the run -----------------------------------------------------------------------------------
 
 
@@ -368,7 +244,7 @@ class Soak:
 
     @property
     def placement(self) -> dict[str, Any]:
-        """Keyword arguments of ``e2e.manifests.pod`` for every soak pod: this run's scheduler,
+        """Keyword arguments of ``tests.support.manifests.pod`` for every soak pod: this run's scheduler,
         and only this run's nodes (required node affinity on the domain label)."""
         term = {"matchExpressions": [{"key": self.domain_key, "operator": "Exists"}]}
         return {
@@ -553,7 +429,8 @@ class Soak:
         """Every SAMPLE_EVERY_S: the scheduler's RSS and the pending pods; notes an exit."""
         while not self.stop_all.wait(SAMPLE_EVERY_S):
             assert self.sched is not None and self.sched.proc is not None
-            rss = _rss_mib(self.sched.proc.pid)
+            rss_bytes = proc_rss_bytes(self.sched.proc.pid)
+            rss = rss_bytes / 2**20 if rss_bytes is not None else None
             with self.lock:
                 pending = sum(1 for n in self.live.values() if not n)
                 self.samples.append({"t": round(self.now(), 2), "rss_mib": rss or 0.0, "pending": pending})
@@ -566,19 +443,38 @@ class Soak:
         while not self.stop_all.wait(CHECK_EVERY_S):
             self.check_once()
 
-    def check_once(self) -> None:
-        """Check the invariants once (fresh LISTs of pods and nodes; the watch's nodes per pod)."""
+    def check_once(self, settled: bool = False) -> None:
+        """Check the invariants once (``e2e/harness/invariants.py``) on fresh LISTs of pods and
+        nodes, with the watch's nodes per pod and the domain of every node the run created.
+        ``settled`` (the final check, once the pending pods settled) adds the rules that need a
+        settled cluster, on the namespace's PodGroups and events: no gang partly bound, no pod
+        with two ``Scheduled`` events."""
         try:
             pods = self.api.get("/api/v1/pods")["items"]
             nodes = self.api.get("/api/v1/nodes", labelSelector=self.domain_key)["items"]
-        except (httpx.HTTPError, AssertionError):
-            return  # the API server is stopped: the next check will do
-        ours = [p for p in pods if p["metadata"]["namespace"] == self.ns]
+            pg_path = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{self.ns}/podgroups"
+            pgs = self.api.get(pg_path)["items"] if settled else []  # mid-run: every gang's key is domain_key
+            events = self.api.events(self.ns) if settled else []
+        except (httpx.HTTPError, AssertionError) as exc:
+            if settled:
+                self.errors.append(f"final invariant check: {exc}"[:300])
+            return  # mid-run the API server may be stopped: the next check will do
         with self.lock:
             seen = {u: set(s) for u, s in self.seen_nodes.items()}
-        self.violation(overcommitted(pods, nodes))
-        self.violation(split_gangs(ours, self.node_domain))
-        self.violation(bound_twice(seen))
+        known = {n: {self.domain_key: d} for n, d in self.node_domain.items()}
+        self.violation(
+            invariants.violations(
+                pods,
+                nodes,
+                pgs,
+                events=events,
+                namespace=self.ns,
+                domain_key=self.domain_key,
+                node_labels=known,
+                seen_nodes=seen,
+                settled=settled,
+            )
+        )
         self.bump("invariant checks")
 
     def faults(self, schedule: Sequence[Fault]) -> None:
@@ -634,17 +530,6 @@ class Soak:
         outcome, n, lines = got
         # A comparison that failed proves nothing: it counts as drift (-1), never as zero.
         return {"outcome": outcome, "differences": n if outcome == "finished" else -1, "mismatches": lines[:50]}
-
-
-def _rss_mib(pid: int) -> float | None:
-    """VmRSS of ``pid`` in MiB (None when it is gone)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
 
 
 # ---- report ------------------------------------------------------------------------------------
@@ -802,11 +687,7 @@ def run(args: argparse.Namespace) -> int:
         pending = s.settle()
         s.quiet.set()
         threads[3].join(120)  # the churn: its last deletions are done
-        s.check_once()
-        try:
-            s.violation(scheduled_twice(api.events(s.ns)))
-        except (httpx.HTTPError, AssertionError) as exc:
-            s.errors.append(f"events: {exc}"[:300])
+        s.check_once(settled=True)
         drift = (
             s.drift()
             if s.sched.proc is not None and s.sched.proc.poll() is None

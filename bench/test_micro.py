@@ -30,7 +30,7 @@ from ome_scheduler.framework.types import PodInfo
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.plugins.gangpack.plugin import OMEGangPack
 from ome_scheduler.scheduler import Scheduler
-from tests.builders import make_node, make_pod, make_pod_group
+from tests.support.builders import make_node, make_pod, make_pod_group
 
 CLIQUE = "nvidia.com/gpu.clique"
 SIZES = [1000, 5000, 20000]
@@ -51,7 +51,7 @@ class _NoIO:
 
 
 def scheduler(nodes: int) -> Scheduler:
-    from e2e.helpers import chart_config
+    from tests.support.manifests import chart_config
 
     cfg = parse_config(chart_config())
     s = Scheduler(cfg, metrics=Metrics(), binder=_NoIO(), recorder=_NoIO())
@@ -243,6 +243,6 @@ def test_big_gang_plan_within_50ms_and_linear_in_members(mixed: bool) -> None:
 
 
 def _chart() -> dict[str, Any]:
-    from e2e.helpers import chart_config
+    from tests.support.manifests import chart_config
 
     return chart_config()

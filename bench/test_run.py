@@ -13,13 +13,13 @@ from bench.report import ReportContext, write_report
 from bench.run import ALL_SCENARIOS, Sizes, check_small, plan, scenario_objects
 from bench.steady import SteadyPlan, step_stats
 from bench.test_micro import _chart, _NoIO
-from e2e.manifests import coscheduling_config, kube_counterpart_config
 from ome_scheduler.config.load import parse_config
 from ome_scheduler.framework.interface import CycleState
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.plugins.gangpack.plugin import OMEGangPack
 from ome_scheduler.scheduler import Scheduler
-from tests.builders import make_node, make_pod, make_pod_group
+from tests.support.builders import make_node, make_pod, make_pod_group
+from tests.support.manifests import coscheduling_config, kube_counterpart_config
 
 
 def _gpus(pod: dict[str, Any]) -> int:

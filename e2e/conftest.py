@@ -1,19 +1,19 @@
 """pytest fixtures for the end-to-end tests: one real control plane per test session.
 
 Run with ``.venv/bin/pytest e2e`` from the repository root (never under xdist). Set
-``OME_CLUSTER_DIR`` to reuse a cluster started with ``python -m e2e.cluster up``; it is then left
+``OME_CLUSTER_DIR`` to reuse a cluster started with ``python -m e2e.harness up``; it is then left
 running. Otherwise the fixture starts one and stops it at the end, keeping ``logs/`` when a test
 failed.
 
 Per module: ``scheduler`` runs one ome-scheduler with ``scheduler_config`` (the chart's defaults;
 a module overrides that fixture to change it); ``mpi_operator`` and ``training_operator`` run a
-job operator that creates PodGroups for ``ome-scheduler`` (``e2e/operators.py``). Per test:
+job operator that creates PodGroups for ``ome-scheduler`` (``e2e/harness/operators.py``). Per test:
 ``ns`` is a namespace of its own; in a module marked ``pytest.mark.invariants_after_test`` the shared invariants (``assert_invariants``)
 are checked on it after the test, before it is deleted; ``clean_release`` removes the chart's
 release (``helm uninstall``, namespace ``ome``) before and after the test.
 
 Per session: ``audit`` is the API server's audit log from the start of the session
-(``e2e/audit.py``). Tests marked ``pytest.mark.suite_end`` run after every other test of the
+(``e2e/harness/audit.py``). Tests marked ``pytest.mark.suite_end`` run after every other test of the
 session (they check what the whole suite left behind, such as its logs).
 """
 
@@ -25,19 +25,15 @@ from typing import Any
 
 import pytest
 
-from e2e.audit import AuditLog
-from e2e.cluster import Cluster
-from e2e.helpers import (
-    MEASUREMENTS,
-    Api,
-    SchedulerProcess,
-    assert_invariants,
-    failed_attempts_by_gang,
-    remove_release,
-    worst_attempt_window,
-)
-from e2e.manifests import chart_config, unique
-from e2e.operators import MPIOperator, TrainingOperator
+from e2e.harness.api import Api
+from e2e.harness.audit import AuditLog
+from e2e.harness.cluster import Cluster
+from e2e.harness.helm import remove_release
+from e2e.harness.invariants import assert_invariants
+from e2e.harness.measurements import MEASUREMENTS
+from e2e.harness.operators import MPIOperator, TrainingOperator
+from e2e.harness.scheduler import SchedulerProcess, failed_attempts_by_gang, worst_attempt_window
+from tests.support.manifests import chart_config, unique
 
 SUITE_START = pytest.StashKey[dt.datetime]()
 """When the session's first e2e test asked for the cluster (UTC)."""
@@ -93,9 +89,9 @@ def audit(cluster: Cluster, request: pytest.FixtureRequest) -> AuditLog:
     """The API server's audit log from the start of this session (every request at Metadata level).
 
     A cluster started before the control plane audited (an older ``OME_CLUSTER_DIR``) has none:
-    that is a failure, restart it with ``python -m e2e.cluster up --fresh``."""
+    that is a failure, restart it with ``python -m e2e.harness up --fresh``."""
     if not cluster.audit_log.exists():
-        pytest.fail(f"no audit log at {cluster.audit_log}: restart the cluster (python -m e2e.cluster up --fresh)")
+        pytest.fail(f"no audit log at {cluster.audit_log}: restart the cluster (python -m e2e.harness up --fresh)")
     return AuditLog(cluster.log_dir, request.config.stash[SUITE_START])
 
 

@@ -1,7 +1,7 @@
 """The documented demo gang on a local real control plane (``make demo``).
 
 1. Start (or reuse) the local Kubernetes 1.35.4 control plane with four fake GPU nodes in two
-   ``nvidia.com/gpu.clique`` domains (``python -m e2e.cluster up``).
+   ``nvidia.com/gpu.clique`` domains (``python -m e2e.harness up``).
 2. Start ome-scheduler with the chart's default configuration (``examples/demo/config.yaml``).
 3. Create the ``gang-demo`` namespace and apply the user guide's PodGroup and Deployment
    (``examples/demo/*.yaml``) unchanged.
@@ -17,8 +17,8 @@ from __future__ import annotations
 import sys
 import time
 
-from e2e.cluster import Cluster
-from e2e.helpers import REPO
+from e2e.harness.cluster import Cluster
+from e2e.harness.paths import REPO
 
 
 def main() -> int:

@@ -225,10 +225,10 @@ class _Gen:
             res["hugepages-2Mi"] = self.pick(["64Mi", "128Mi"])
         taints: list[dict[str, str]] = []
         if self.chance(0.25):
-            seen: set[str] = set()
+            seen: set[tuple[str, str]] = set()
             for t in self.sample(TAINTS, self.r.randrange(1, 3)):
                 if (t["key"], t["effect"]) not in seen:
-                    seen.add((t["key"], t["effect"]))  # type: ignore[arg-type]
+                    seen.add((t["key"], t["effect"]))
                     taints.append(dict(t))
         cordon = self.chance(0.1)
         if cordon:

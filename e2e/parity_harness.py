@@ -41,12 +41,13 @@ from typing import Any
 import httpx
 import yaml
 
-from e2e.cluster import Cluster
-from e2e.components import ALWAYS_ALLOW_PATHS
-from e2e.helpers import Api, wait_for
-from e2e.manifests import kube_counterpart_config, unique
+from e2e.harness.api import Api
+from e2e.harness.cluster import Cluster
+from e2e.harness.components import ALWAYS_ALLOW_PATHS
+from e2e.harness.processes import free_ports
+from e2e.harness.waits import wait_for
 from e2e.parity_gen import CASE_LABEL, RUNTIME_CLASS, RUNTIME_CLASS_OVERHEAD, Case
-from e2e.processes import free_ports
+from tests.support.manifests import kube_counterpart_config, unique
 
 KUBE_PROFILE = "parity-kube"
 OME_PROFILE = "parity-ome"
@@ -470,9 +471,9 @@ class ParityRunner:
             got = self._test_pods()
             for cid in gated:
                 out[cid].gated_events = events.get(key[cid], [])
-                p = got.get(key[cid])
-                if p is not None and p["spec"].get("nodeName"):
-                    out[cid].gated_events.append(f"bound to {p['spec']['nodeName']} while gated")
+                gp = got.get(key[cid])
+                if gp is not None and gp["spec"].get("nodeName"):
+                    out[cid].gated_events.append(f"bound to {gp['spec']['nodeName']} while gated")
             self._parallel(
                 lambda cid: self.api.patch(
                     f"/api/v1/namespaces/{key[cid][0]}/pods/{key[cid][1]}", {"spec": {"schedulingGates": None}}

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from e2e.cluster import CRD_NAME, K8S_VERSION, NOT_READY_TAINT, Cluster
+from e2e.harness.cluster import CRD_NAME, K8S_VERSION, NOT_READY_TAINT, Cluster
 
 pytestmark = pytest.mark.e2e
 

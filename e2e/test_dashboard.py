@@ -31,10 +31,14 @@ import httpx
 import pytest
 import yaml
 
-from e2e.cluster import Cluster
-from e2e.helpers import HELD_SCHEDULER, REPO, Api, SchedulerProcess, temp_nodes, wait_bound, wait_for
-from e2e.manifests import HOSTNAME, chart_config, domain_key, node, pod, pod_group
-from e2e.processes import free_ports
+from e2e.harness.api import Api
+from e2e.harness.cluster import Cluster
+from e2e.harness.gangs import HELD_SCHEDULER
+from e2e.harness.paths import REPO
+from e2e.harness.processes import free_ports
+from e2e.harness.scheduler import SchedulerProcess
+from e2e.harness.waits import temp_nodes, wait_bound, wait_for
+from tests.support.manifests import HOSTNAME, chart_config, domain_key, node, pod, pod_group
 
 CHART = REPO / "helm" / "ome-scheduler"
 NS = "ome"
@@ -240,7 +244,7 @@ def test_every_dashboard_query_returns_data_from_a_real_prometheus(setup: dict[s
         if t["health"] == "down" and t.get("lastError"):
             # A 401/403 here means the chart's RBAC or the token file did not authorise the scrape.
             raise AssertionError(f"scrape failed: {t['lastError']}")
-        return t["health"] == "up"
+        return bool(t["health"] == "up")
 
     wait_for("the scheduler's /metrics scraped with the bearer token", target_up, timeout=60)
     start = time.time()

@@ -20,19 +20,13 @@ from typing import Any
 
 import pytest
 
-from e2e.cluster import Cluster
-from e2e.helpers import (
-    REPO,
-    Api,
-    SchedulerProcess,
-    create_held_gang,
-    temp_nodes,
-    wait_at_permit,
-    wait_bound,
-    wait_for,
-    wait_message,
-)
-from e2e.manifests import HOLD_GATE, HOSTNAME, domain_key, node, pod, pod_group
+from e2e.harness.api import Api
+from e2e.harness.cluster import Cluster
+from e2e.harness.gangs import create_held_gang
+from e2e.harness.paths import REPO
+from e2e.harness.scheduler import SchedulerProcess
+from e2e.harness.waits import temp_nodes, wait_at_permit, wait_bound, wait_for, wait_message
+from tests.support.manifests import HOLD_GATE, HOSTNAME, domain_key, domain_nodes, pod, pod_group
 
 pytestmark = pytest.mark.invariants_after_test
 
@@ -43,8 +37,18 @@ def pg_of(api: Api, ns: str, name: str) -> dict[str, Any]:
     return dict(api.get(f"{GROUP}/namespaces/{ns}/podgroups/{name}"))
 
 
-def annotations(api: Api, ns: str, name: str) -> dict[str, str]:
+def pg_annotations(api: Api, ns: str, name: str) -> dict[str, str]:
     return dict(pg_of(api, ns, name)["metadata"].get("annotations", {}))
+
+
+def wait_annotated(api: Api, ns: str, name: str, key: str, value: str | None = None) -> dict[str, str]:
+    """Wait until PodGroup ``ns/name`` has annotation ``key`` (with ``value``, when given); return its annotations."""
+
+    def seen() -> dict[str, str] | None:
+        a = pg_annotations(api, ns, name)
+        return a if a.get(key) and (value is None or a[key] == value) else None
+
+    return wait_for(f"{key}={value or '*'} on PodGroup {name}", seen)
 
 
 def explain(cluster: Cluster, scheduler: SchedulerProcess, *args: str) -> dict[str, Any]:
@@ -63,10 +67,6 @@ def explain(cluster: Cluster, scheduler: SchedulerProcess, *args: str) -> dict[s
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO, check=False)
     assert r.returncode == 0, r.stderr
     return dict(json.loads(r.stdout))
-
-
-def domain_nodes(key: str, dk: str, spec: dict[str, int]) -> list[dict[str, Any]]:
-    return [node(f"{key}-{d}{i}", {dk: d}) for d, n in spec.items() for i in range(n)]
 
 
 def domains_of(api: Api, ns: str, names: list[str], dk: str) -> set[str]:
@@ -96,9 +96,7 @@ def test_demo_gang_status_in_kubectl_get_podgroups(
     header, row = out.strip().splitlines()
     assert header.split() == ["NAME", "PHASE", "MINMEMBER", "RUNNING", "SUCCEEDED", "FAILED", "AGE"]
     assert row.split()[:4] == ["gang-demo", "Running", "2", "2"]
-    ann = wait_for(
-        "the Bound placement", lambda: (a := annotations(api, ns, "gang-demo")).get("ome.io/placement") == "Bound" and a
-    )
+    ann = wait_annotated(api, ns, "gang-demo", "ome.io/placement", "Bound")
     clique = {
         n["metadata"]["labels"].get("nvidia.com/gpu.clique")
         for n in api.nodes()
@@ -131,9 +129,7 @@ def test_a_gang_without_room_says_why_and_explain_agrees(
         msg = wait_message(api, ns, "m0", f"no domain has room for gang {ns}/g")
         logged = wait_for("the logged failure", lambda: scheduler.last_failure(ns, "m0") or None)
         assert logged == msg
-        ann = wait_for(
-            "the waiting reason", lambda: (a := annotations(api, ns, "g")).get("ome.io/waiting-reason") and a
-        )
+        ann = wait_annotated(api, ns, "g", "ome.io/waiting-reason")
         assert ann["ome.io/waiting-reason"].endswith(f"no domain has room for gang {ns}/g. no new claims to deallocate")
         assert "ome.io/placement" not in ann
         assert pg_of(api, ns, "g")["status"]["phase"] == "Scheduling"  # all 5 exist, none bound
@@ -169,7 +165,7 @@ def test_explain_picks_the_domain_the_scheduler_then_binds(
         for n in names:
             api.ungate(ns, n)
         assert domains_of(api, ns, names, dk) == {chosen}
-        ann = wait_for("Bound", lambda: (a := annotations(api, ns, "g")).get("ome.io/placement") == "Bound" and a)
+        ann = wait_annotated(api, ns, "g", "ome.io/placement", "Bound")
         assert (ann["ome.io/placement-domain"], ann["ome.io/placement-topology-key"]) == (chosen, dk)
         bound = explain(cluster, scheduler, "pod", f"{ns}/m1")
         assert (bound["name"], bound["decision"]["result"], bound["decision"]["domain"]) == ("g", "bound", chosen)
@@ -186,7 +182,7 @@ def test_a_held_domain_shows_in_the_placement_and_in_explain(
         create_held_gang(api, ns, 3, dk)
         node0 = wait_at_permit(api, ns, "m0")
         wait_at_permit(api, ns, "m1")
-        ann = wait_for("Holding", lambda: (a := annotations(api, ns, "g")).get("ome.io/placement") == "Holding" and a)
+        ann = wait_annotated(api, ns, "g", "ome.io/placement", "Holding")
         assert (ann["ome.io/placement-domain"], ann["ome.io/placement-topology-key"]) == ("a", dk)
         api.create_pod_group(pod_group("s", ns, 1, topology_key=dk))
         api.create_pod(pod("s0", ns, gang="s"))
@@ -204,7 +200,9 @@ def test_a_held_domain_shows_in_the_placement_and_in_explain(
         ]
         assert g["members"][0]["node"] == node0
         assert (g["decision"]["result"], g["decision"]["domain"]) == ("waiting", "a")
-        reason = wait_for("s's waiting reason", lambda: annotations(api, ns, "s").get("ome.io/waiting-reason") or None)
+        reason = wait_for(
+            "s's waiting reason", lambda: pg_annotations(api, ns, "s").get("ome.io/waiting-reason") or None
+        )
         assert reason == msg
 
 
@@ -217,7 +215,9 @@ def test_incomplete_templates_stay_pending(api: Api, cluster: Cluster, scheduler
         msg = wait_message(api, ns, "m0", f"waiting for all PodGroup member templates for {ns}/g")
         st = wait_for("Pending", lambda: (s := pg_of(api, ns, "g").get("status", {})).get("phase") == "Pending" and s)
         assert "scheduleStartTime" not in st
-        reason = wait_for("the waiting reason", lambda: annotations(api, ns, "g").get("ome.io/waiting-reason") or None)
+        reason = wait_for(
+            "the waiting reason", lambda: pg_annotations(api, ns, "g").get("ome.io/waiting-reason") or None
+        )
         assert f"waiting for all PodGroup member templates for {ns}/g" in reason
         ex = explain(cluster, scheduler, "pod", f"{ns}/m1")
         assert ex["decision"]["pod"] == "m1"
@@ -226,4 +226,4 @@ def test_incomplete_templates_stay_pending(api: Api, cluster: Cluster, scheduler
         wait_bound(api, ns, ["m0", "m1", "m2"])
         st = wait_for("Running", lambda: (s := pg_of(api, ns, "g").get("status", {})).get("phase") == "Running" and s)
         assert st["running"] == 3 and st["scheduleStartTime"]
-        assert "ome.io/waiting-reason" not in annotations(api, ns, "g")
+        assert "ome.io/waiting-reason" not in pg_annotations(api, ns, "g")

@@ -18,23 +18,13 @@ from typing import Any
 
 import pytest
 
-from e2e.helpers import (
-    HELD_SCHEDULER,
-    Api,
-    SchedulerProcess,
-    assert_invariants,
-    assert_no_drift,
-    create_held_gang,
-    failed_attempts_by_gang,
-    process_cpu_seconds,
-    release_held,
-    temp_nodes,
-    wait_at_permit,
-    wait_bound,
-    wait_for,
-    wait_message,
-)
-from e2e.manifests import HOSTNAME, domain_key, node, pod, pod_group
+from e2e.harness.api import Api
+from e2e.harness.gangs import HELD_SCHEDULER, create_held_gang, release_held
+from e2e.harness.invariants import assert_invariants
+from e2e.harness.processes import process_cpu_seconds
+from e2e.harness.scheduler import SchedulerProcess, assert_no_drift, failed_attempts_by_gang
+from e2e.harness.waits import temp_nodes, wait_at_permit, wait_bound, wait_for, wait_message
+from tests.support.manifests import HOSTNAME, domain_key, node, pod, pod_group
 
 WINDOW = 10.0
 MAX_FAILED_PER_WINDOW = 30  # 3 per second

@@ -15,30 +15,19 @@ from typing import Any
 
 import pytest
 
-from e2e.cluster import Cluster
-from e2e.helpers import (
-    Api,
-    SchedulerProcess,
-    assert_invariants,
-    create_held_gang,
-    release_held,
-    temp_nodes,
-    wait_at_permit,
-    wait_bound,
-    wait_for,
-    wait_message,
-)
-from e2e.manifests import HOSTNAME, chart_config, domain_key, node, pod, pod_group, unique
+from e2e.harness.api import Api
+from e2e.harness.cluster import Cluster
+from e2e.harness.gangs import create_held_gang, release_held
+from e2e.harness.invariants import assert_invariants
+from e2e.harness.scheduler import SchedulerProcess
+from e2e.harness.waits import temp_nodes, wait_at_permit, wait_bound, wait_for, wait_message
+from tests.support.manifests import HOSTNAME, chart_config, domain_key, domain_nodes, node, pod, pod_group, unique
 
 
 @pytest.fixture(scope="module")
 def scheduler_config() -> dict[str, Any]:
     """The chart's configuration with ``gcIntervalSeconds`` lowered to 2 s."""
     return chart_config(gang_args={"gcIntervalSeconds": 2})
-
-
-def domain_nodes(key: str, dk: str, spec: dict[str, int], **kw: object) -> list[dict[str, object]]:
-    return [node(f"{key}-{d}{i}", {dk: d}, **kw) for d, n in spec.items() for i in range(n)]  # type: ignore[arg-type]
 
 
 def domain_of(api: Api, ns: str, pods: list[str], dk: str) -> set[str]:
@@ -150,7 +139,7 @@ def test_cordoned_domain_is_avoided(api: Api, scheduler: SchedulerProcess, ns: s
     key, dk = domain_key("cordon")
     nodes = domain_nodes(key, dk, {"small": 2}) + domain_nodes(key, dk, {"big": 3})
     for n in nodes[:2]:
-        n["spec"]["unschedulable"] = True  # type: ignore[index]
+        n["spec"]["unschedulable"] = True
     with temp_nodes(api, nodes):
         api.create_gang(ns, 2, dk)
         assert domain_of(api, ns, ["m0", "m1"], dk) == {"big"}

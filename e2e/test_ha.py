@@ -12,9 +12,12 @@ import time
 
 import httpx
 
-from e2e.cluster import Cluster
-from e2e.helpers import Api, SchedulerProcess, assert_invariants, temp_nodes, wait_bound, wait_for
-from e2e.manifests import chart_config, domain_key, node, pod, pod_group, unique
+from e2e.harness.api import Api
+from e2e.harness.cluster import Cluster
+from e2e.harness.invariants import assert_invariants
+from e2e.harness.scheduler import SchedulerProcess
+from e2e.harness.waits import temp_nodes, wait_bound, wait_for
+from tests.support.manifests import chart_config, domain_key, node, pod, pod_group, unique
 
 
 def lease_holder(api: Api, ns: str, name: str) -> str:

@@ -18,9 +18,11 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.cluster import Cluster
-from e2e.helpers import CHART, RELEASE, REPO, helm, wait_for
-from e2e.helpers import RELEASE_NS as NS
+from e2e.harness.cluster import Cluster
+from e2e.harness.helm import RELEASE, helm
+from e2e.harness.helm import RELEASE_NS as NS
+from e2e.harness.paths import CHART, REPO
+from e2e.harness.waits import wait_for
 
 IMAGE = "registry.example.com/ome/ome-scheduler:v1.3.0"
 

@@ -32,9 +32,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from e2e.cluster import Cluster
-from e2e.helpers import Api, SchedulerProcess, temp_nodes, wait_bound, wait_for
-from e2e.manifests import HOSTNAME, chart_config, domain_key, node, pod, pod_group, unique
+from e2e.harness.api import Api
+from e2e.harness.cluster import Cluster
+from e2e.harness.scheduler import SchedulerProcess
+from e2e.harness.waits import temp_nodes, wait_bound, wait_for
+from tests.support.manifests import HOSTNAME, chart_config, domain_key, node, pod, pod_group, unique
 
 HUGE = "1e1000000"
 

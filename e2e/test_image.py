@@ -38,8 +38,12 @@ import httpx
 import pytest
 import yaml
 
-from e2e.cluster import K8S_VERSION, Cluster
-from e2e.helpers import REPO, Api, run_demo_gang, wait_for
+from e2e.harness.api import Api
+from e2e.harness.cluster import K8S_VERSION, Cluster
+from e2e.harness.gangs import run_demo_gang
+from e2e.harness.paths import REPO
+from e2e.harness.processes import free_ports
+from e2e.harness.waits import wait_for
 from e2e.image import (
     Buildah,
     CrunContainer,
@@ -50,8 +54,7 @@ from e2e.image import (
     host_ca_bundle,
     missing_tools,
 )
-from e2e.manifests import unique
-from e2e.processes import free_ports
+from tests.support.manifests import unique
 
 
 def _cannot_build(problems: list[str]) -> str:

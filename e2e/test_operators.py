@@ -15,8 +15,8 @@ scheduler does: placement and binding.
 
 To hold a gang mid-formation, a test asks the operator for one member more than it makes
 (``minAvailable`` = pods + 1) and adds that member itself, labelled for the job's PodGroup, for
-a scheduler nobody serves (``e2e.helpers.HELD_SCHEDULER``): the operator's pods pin a clique and
-wait at Permit until :func:`e2e.helpers.release_held` hands the extra member to ome-scheduler.
+a scheduler nobody serves (``e2e.harness.gangs.HELD_SCHEDULER``): the operator's pods pin a clique and
+wait at Permit until :func:`e2e.harness.gangs.release_held` hands the extra member to ome-scheduler.
 (Scheduling gates would not do: a gang holds nothing while a member it needs is gated, product
 rule 8, which one test checks.)
 """
@@ -28,19 +28,13 @@ from typing import Any
 
 import pytest
 
-from e2e.helpers import (
-    HELD_SCHEDULER,
-    Api,
-    SchedulerProcess,
-    assert_invariants,
-    release_held,
-    temp_nodes,
-    wait_bound,
-    wait_for,
-    wait_message,
-)
-from e2e.manifests import CLIQUE, POD_GROUP_LABEL, SCHEDULER_NAME, chart_config, node, pod, unique
-from e2e.operators import OperatorProcess
+from e2e.harness.api import Api
+from e2e.harness.gangs import HELD_SCHEDULER, release_held
+from e2e.harness.invariants import assert_invariants
+from e2e.harness.operators import OperatorProcess
+from e2e.harness.scheduler import SchedulerProcess
+from e2e.harness.waits import temp_nodes, wait_bound, wait_for, wait_message
+from tests.support.manifests import CLIQUE, POD_GROUP_LABEL, SCHEDULER_NAME, chart_config, node, pod, unique
 
 SELECT = "e2e.ome.io/operators"
 PG_API = "/apis/scheduling.x-k8s.io/v1alpha1"

@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 
-from e2e.cluster import Cluster
-from e2e.helpers import Api, SchedulerProcess
-from e2e.manifests import chart_config
+from e2e.harness.api import Api
+from e2e.harness.cluster import Cluster
+from e2e.harness.scheduler import SchedulerProcess
 from e2e.parity_gen import CASE_LABEL, Case, VolumeSpec, generate, storage_class
 from e2e.parity_harness import OME_PROFILE, CaseResult, KubeSchedulerProcess, ParityRunner, coverage, write_report
+from tests.support.manifests import chart_config
 
 DEFAULT_SEED = 135_4
 SEED = int(os.environ.get("OME_PARITY_SEED", DEFAULT_SEED))

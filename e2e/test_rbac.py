@@ -23,7 +23,7 @@ the chart lists in ``rarely used:`` comments with why they are still needed.
 
 ``test_no_token_in_any_log`` runs after every other test of the session: every log the suite
 produced (the control plane's, the audit log, every ome-scheduler's, the job operators' and
-Prometheus's) is searched for every bearer token the suite was issued (``e2e/tokens.py``); none
+Prometheus's) is searched for every bearer token the suite was issued (``e2e/harness/tokens.py``); none
 may appear, not even its payload or signature alone. First it adds the cases most likely to leak
 one: ome-scheduler at ``--v=10`` with a token the API server rejects (its ServiceAccount was
 deleted), and ``/metrics`` requests with an allowed, a refused, a rejected and a malformed token.
@@ -38,10 +38,15 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.audit import AuditLog, Permission, permissions, rarely_used, refused, rule_permissions
-from e2e.cluster import Cluster
-from e2e.helpers import CHART, RELEASE, RELEASE_NS, REPO, Api, SchedulerProcess, helm, wait_bound, wait_for
-from e2e.manifests import (
+from e2e.harness.api import Api
+from e2e.harness.audit import AuditLog, permissions, refused
+from e2e.harness.cluster import Cluster
+from e2e.harness.helm import RELEASE, RELEASE_NS, helm
+from e2e.harness.paths import CHART, REPO
+from e2e.harness.scheduler import SchedulerProcess
+from e2e.harness.tokens import issued, needles
+from e2e.harness.waits import wait_bound, wait_for
+from tests.support.manifests import (
     CLIQUE,
     chart_config,
     persistent_volume,
@@ -52,7 +57,7 @@ from e2e.manifests import (
     unique,
     with_claim,
 )
-from e2e.tokens import issued, needles
+from tests.support.rbac import Permission, rarely_used, rule_permissions
 
 SA_USER = f"system:serviceaccount:{RELEASE_NS}:{RELEASE}"
 SUBJECT = {"kind": "ServiceAccount", "name": RELEASE, "namespace": RELEASE_NS}

@@ -27,9 +27,13 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.cluster import Cluster
-from e2e.helpers import HELD_SCHEDULER, REPO, Api, SchedulerProcess, temp_nodes, wait_for
-from e2e.manifests import HOSTNAME, SCHEDULER_NAME, chart_config, domain_key, node, pod, pod_group
+from e2e.harness.api import Api
+from e2e.harness.cluster import Cluster
+from e2e.harness.gangs import HELD_SCHEDULER
+from e2e.harness.paths import REPO
+from e2e.harness.scheduler import SchedulerProcess
+from e2e.harness.waits import temp_nodes, wait_for
+from tests.support.manifests import HOSTNAME, SCHEDULER_NAME, chart_config, domain_key, domain_nodes, pod, pod_group
 
 Obj = dict[str, Any]
 
@@ -38,10 +42,6 @@ Obj = dict[str, Any]
 def scheduler_config() -> dict[str, Any]:
     """The chart's configuration with ``gcIntervalSeconds`` lowered to 2 s (as test_gangs.py)."""
     return chart_config(gang_args={"gcIntervalSeconds": 2})
-
-
-def domain_nodes(key: str, dk: str, spec: dict[str, int], **kw: Any) -> list[Obj]:
-    return [node(f"{key}-{d}{i}", {dk: d}, **kw) for d, n in spec.items() for i in range(n)]
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

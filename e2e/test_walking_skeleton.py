@@ -9,18 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from e2e.cluster import Cluster
-from e2e.helpers import (
-    Api,
-    SchedulerProcess,
-    assert_invariants,
-    run_demo_gang,
-    temp_nodes,
-    wait_bound,
-    wait_for,
-    wait_message,
-)
-from e2e.manifests import HOSTNAME, domain_key, node, pod, pod_group, unique
+from e2e.harness.api import Api
+from e2e.harness.cluster import Cluster
+from e2e.harness.gangs import run_demo_gang
+from e2e.harness.invariants import assert_invariants
+from e2e.harness.scheduler import SchedulerProcess
+from e2e.harness.waits import temp_nodes, wait_bound, wait_for, wait_message
+from tests.support.manifests import HOSTNAME, domain_key, node, pod, pod_group, unique
 
 pytestmark = pytest.mark.invariants_after_test
 

@@ -23,8 +23,8 @@ from ome_scheduler.config.load import parse_config
 from ome_scheduler.kube.client import ApiError
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.scheduler import Scheduler
-from tests.builders import make_node, make_pod, make_pod_group
-from tests.plugins_env import chart_config
+from tests.support.builders import make_node, make_pod, make_pod_group
+from tests.support.plugins_env import chart_config
 
 
 class Writes:

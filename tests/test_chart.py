@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.audit import Permission, rarely_used, rule_permissions
+from tests.support.rbac import Permission, rarely_used, rule_permissions
 
 REPO = Path(__file__).resolve().parent.parent
 CHART = REPO / "helm" / "ome-scheduler"
@@ -633,7 +633,7 @@ def test_configmap_content_is_exactly_3_3_for_defaults() -> None:
 
 
 def test_configmap_matches_the_e2e_harness_default_config() -> None:
-    from e2e.helpers import chart_config
+    from tests.support.manifests import chart_config
 
     assert config() == chart_config(leader_elect=True, lease_namespace=NS)
 
@@ -647,7 +647,7 @@ def test_demo_config_and_built_in_default_are_the_chart_default() -> None:
 
 
 def test_operators_config_is_the_chart_with_the_clique_topology_key() -> None:
-    from e2e.helpers import chart_config
+    from tests.support.manifests import chart_config
 
     rendered = config(sched(plugin={"topologyKey": "nvidia.com/gpu.clique"}), namespace="kube-system")
     assert yaml.safe_load((REPO / "examples" / "operators" / "config.yaml").read_text()) == rendered

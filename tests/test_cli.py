@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from e2e.helpers import chart_config
 from ome_scheduler.app.options import normalize_argv, parse
 from ome_scheduler.config.errors import ConfigError
 from ome_scheduler.config.load import DEFAULT_CONFIG, parse_config
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.scheduler import DiscardRecorder, Scheduler
+from tests.support.manifests import chart_config
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -21,8 +21,8 @@ from ome_scheduler.config.load import parse_config
 from ome_scheduler.framework.types import PodInfo, gang_key
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.scheduler import Scheduler
-from tests.apiserver import FakeApiServer
-from tests.plugins_env import _Binder, _Recorder, chart_config
+from tests.support.apiserver import FakeApiServer
+from tests.support.plugins_env import _Binder, _Recorder, chart_config
 
 PODS = "/api/v1/pods"
 NODES = "/api/v1/nodes"

@@ -9,7 +9,6 @@ from typing import Any
 import msgspec
 import pytest
 
-from e2e.manifests import HOSTNAME, chart_config, node, pod, pod_group
 from ome_scheduler.api.core import Node, Pod
 from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.api.snapshot import ClusterSnapshot
@@ -17,6 +16,7 @@ from ome_scheduler.config.load import parse_config
 from ome_scheduler.tools.domainmap import PlotUnavailable, draw_domain_map
 from ome_scheduler.tools.report import SimulationResult
 from ome_scheduler.tools.simulation import Simulation
+from tests.support.manifests import HOSTNAME, chart_config, node, pod, pod_group
 
 DK = "example.com/clique"
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -22,8 +22,8 @@ from ome_scheduler.kube.client import KubeClient
 from ome_scheduler.kube.informer import Informer
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.scheduler import Scheduler
-from tests.builders import make_node, make_pod, make_pod_group
-from tests.plugins_env import chart_config
+from tests.support.builders import make_node, make_pod, make_pod_group
+from tests.support.plugins_env import chart_config
 
 
 class ListClient:

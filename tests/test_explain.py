@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from e2e.manifests import HOSTNAME, chart_config, node, pod, pod_group
 from ome_scheduler.api.snapshot import ClusterSnapshot, write_snapshot
 from ome_scheduler.config.load import parse_config
 from ome_scheduler.tools.explainer import Explanation, explain, render_text
 from ome_scheduler.tools.simulation import Simulation
-from tests.snapshots import snapshot
+from tests.support.manifests import HOSTNAME, chart_config, node, pod, pod_group
+from tests.support.snapshots import snapshot
 
 DK = "example.com/clique"
 NS = "team"

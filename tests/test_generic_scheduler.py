@@ -14,7 +14,7 @@ from ome_scheduler.framework.runtime import Diagnosis
 from ome_scheduler.framework.types import PodInfo
 from ome_scheduler.generic_scheduler import num_feasible_nodes_to_find
 from ome_scheduler.plugins.registry import DEFAULT_MULTI_POINT
-from tests.plugins_env import Env, chart_config, node, pod
+from tests.support.plugins_env import Env, chart_config, node, pod
 
 
 def test_default_multi_point_order_and_weights() -> None:

@@ -2,13 +2,13 @@
 
 Four processes, so that each side pays for its own CPU:
 
-* ``tests.apiserver``: a real HTTP API server (Leases, TokenReviews, SubjectAccessReviews,
+* ``tests.support.apiserver``: a real HTTP API server (Leases, TokenReviews, SubjectAccessReviews,
   pod Bindings) that records the arrival time of every request;
-* ``tests.https_load_target``: the scheduler's side wired as ``App`` wires it (the endpoint
+* ``tests.support.https_load_target``: the scheduler's side wired as ``App`` wires it (the endpoint
   with its reviews on a derived client, a Lease elector renewing every 2 s as kube's
   defaults do, and eight tasks POSTing Bindings back to back through the main client at
   its 100 QPS);
-* ``tests.loadgen``: 2,000 slow connections from 5 loopback addresses (two thirds dribble
+* ``tests.support.loadgen``: 2,000 slow connections from 5 loopback addresses (two thirds dribble
   request headers after the TLS handshake, one third never start it; any the server closes
   is reopened once a second) and 100 requests/s to ``/metrics`` with random bearer tokens,
   each on a new TLS connection, from 20 other addresses in turn;
@@ -103,12 +103,12 @@ def _rate(times: list[float], a: float, b: float) -> float:
 def test_healthz_leases_and_bindings_hold_under_slowloris_and_random_tokens(capsys: pytest.CaptureFixture[str]) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # children inherit it
-    api = _spawn("tests.apiserver")
+    api = _spawn("tests.support.apiserver")
     target: subprocess.Popen[str] | None = None
     try:
         assert api.stdout is not None and api.stdin is not None
         url = api.stdout.readline().strip()
-        target = _spawn("tests.https_load_target", "--api", url)
+        target = _spawn("tests.support.https_load_target", "--api", url)
         assert target.stdout is not None and target.stdin is not None
         line = target.stdout.readline()
         assert line.startswith("PORT "), line
@@ -125,7 +125,7 @@ def test_healthz_leases_and_bindings_hold_under_slowloris_and_random_tokens(caps
             gen = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
-                "tests.loadgen",
+                "tests.support.loadgen",
                 f"--port={port}",
                 f"--slow={SLOW_CONNECTIONS}",
                 f"--rps={TOKEN_RPS}",

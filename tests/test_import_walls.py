@@ -4,9 +4,12 @@ Like kube-scheduler's ``pkg/scheduler/.import-restrictions`` (checked by
 ``import-boss``): the scheduling engine (``framework/``, ``plugins/``, ``backend/``) does no
 I/O, so it imports nothing from ``kube/`` (the API client, informers, recorder); plugins
 depend on the framework's interfaces, never on its runtime; the typed API records
-(``api/``) and the configuration (``config/``) sit below everything; no module imports
-itself through a circle. Every import counts, including ``TYPE_CHECKING`` and
-function-local ones. A breach fails naming the file, line and import.
+(``api/``) and the configuration (``config/``) sit below everything. Beyond the package: the
+unit tests and their support modules (``tests/``) never import the end-to-end harness
+(``e2e/``) or the benchmarks (``bench/``), which build on them; and no module anywhere in the
+repository (``ome_scheduler/``, ``e2e/``, ``bench/``, ``tests/``) imports itself through a
+circle. Every import counts, including ``TYPE_CHECKING`` and function-local ones. A breach
+fails naming the file, line and import.
 
 The last test keeps ``pyproject.toml`` honest: every declared runtime dependency is imported
 somewhere in ``ome_scheduler/``.
@@ -96,16 +99,27 @@ def imports(path: Path, root: Path = ROOT) -> Iterator[tuple[int, str]]:
             else:
                 mod = node.module or ""
             for alias in node.names:
-                # ``from pkg import module`` imports the module when one exists.
+                # ``from pkg import module`` (or a subpackage) imports it when one exists.
                 sub = f"{mod}.{alias.name}"
-                if (root / Path(*sub.split("."))).with_suffix(".py").exists():
+                where = root / Path(*sub.split("."))
+                if where.with_suffix(".py").exists() or (where / "__init__.py").exists():
                     yield node.lineno, sub
                 else:
                     yield node.lineno, mod
 
 
-def sources(root: Path = ROOT) -> list[Path]:
-    return sorted(p for p in (root / "ome_scheduler").rglob("*.py") if "__pycache__" not in p.parts)
+def sources(root: Path = ROOT, tree: str = "ome_scheduler") -> list[Path]:
+    return sorted(p for p in (root / tree).rglob("*.py") if "__pycache__" not in p.parts)
+
+
+TREES = ("ome_scheduler", "e2e", "bench", "tests")
+"""The repository's Python trees: the package, the end-to-end harness, the benchmarks, the unit tests."""
+BELOW_THE_HARNESS = ("tests", ("e2e", "bench"))
+"""``tests/`` (unit tests and ``tests/support``) imports neither ``e2e/`` nor ``bench/``: they build on it."""
+
+
+def repository_sources(root: Path = ROOT) -> list[Path]:
+    return [p for tree in TREES if (root / tree).is_dir() for p in sources(root, tree)]
 
 
 def room(module: str) -> str:
@@ -231,17 +245,21 @@ def test_no_module_breaches_a_wall() -> None:
     assert not found, "import walls breached:\n" + "\n".join(found)
 
 
-def test_no_import_cycle() -> None:
-    graph: dict[str, set[str]] = {}
+def import_graph(paths: list[Path], root: Path = ROOT) -> tuple[dict[str, set[str]], dict[tuple[str, str], str]]:
+    """Module -> the modules of ``paths`` it imports, and (importer, imported) -> ``file:line``."""
+    graph: dict[str, set[str]] = {module_name(path, root): set() for path in paths}
     where: dict[tuple[str, str], str] = {}
-    for path in sources():
-        me = module_name(path)
-        deps = graph.setdefault(me, set())
-        for line, target in imports(path):
-            if target.startswith("ome_scheduler.") and target != me:
-                deps.add(target)
-                where.setdefault((me, target), f"{path.relative_to(ROOT)}:{line}")
-    # Tarjan's strongly connected components, iteratively.
+    for path in paths:
+        me = module_name(path, root)
+        for line, target in imports(path, root):
+            if target in graph and target != me:
+                graph[me].add(target)
+                where.setdefault((me, target), f"{path.relative_to(root)}:{line}")
+    return graph, where
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's, iteratively)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -287,12 +305,62 @@ def test_no_import_cycle() -> None:
                         break
                 if len(comp) > 1:
                     cycles.append(sorted(comp))
+    return cycles
+
+
+def cycle_report(root: Path = ROOT) -> list[str]:
+    """One paragraph per import circle among the repository's modules, naming each edge's file and line."""
+    graph, where = import_graph(repository_sources(root), root)
     lines = []
-    for comp in cycles:
+    for comp in import_cycles(graph):
         members = set(comp)
         edges = [where[(a, b)] + f": {a} -> {b}" for a in comp for b in sorted(graph[a] & members)]
         lines.append("cycle among " + ", ".join(comp) + ":\n  " + "\n  ".join(edges))
-    assert not cycles, "\n".join(lines)
+    return lines
+
+
+def test_no_import_cycle_anywhere_in_the_repository() -> None:
+    found = cycle_report()
+    assert not found, "\n".join(found)
+
+
+def harness_imports_from_tests(root: Path = ROOT) -> list[str]:
+    """Imports of ``e2e``/``bench`` modules by modules under ``tests/``, as ``file:line: imports X``."""
+    below, above = BELOW_THE_HARNESS
+    out: dict[str, None] = {}  # one line per import statement and module, in file order
+    for path in sources(root, below):
+        for line, target in imports(path, root):
+            if any(target == top or target.startswith(top + ".") for top in above):
+                out[f"{path.relative_to(root)}:{line}: imports {target}"] = None
+    return list(out)
+
+
+def test_unit_tests_never_import_the_e2e_harness_or_the_benchmarks() -> None:
+    """What both need (manifests as dicts, RBAC permissions) lives in ``tests/support/``."""
+    found = harness_imports_from_tests()
+    assert not found, "tests/ imports e2e/ or bench/:\n" + "\n".join(found)
+
+
+def test_the_repository_checks_catch_a_circle_and_a_unit_test_importing_e2e(tmp_path: Path) -> None:
+    for pkg in ("e2e/harness", "bench", "tests/support", "ome_scheduler"):
+        (tmp_path / pkg).mkdir(parents=True, exist_ok=True)
+        (tmp_path / pkg / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "e2e" / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "e2e" / "harness" / "cluster.py").write_text("from e2e.harness import cli\n", encoding="utf-8")
+    (tmp_path / "e2e" / "harness" / "cli.py").write_text(
+        "def main() -> None:\n    from e2e.harness.cluster import Cluster\n", encoding="utf-8"
+    )
+    (tmp_path / "bench" / "run.py").write_text("from e2e.harness.cluster import Cluster\n", encoding="utf-8")
+    (tmp_path / "tests" / "support" / "manifests.py").write_text("import os\n", encoding="utf-8")
+    (tmp_path / "tests" / "test_x.py").write_text(
+        "from tests.support import manifests\nfrom e2e.harness import cluster\n", encoding="utf-8"
+    )
+    assert cycle_report(tmp_path) == [
+        "cycle among e2e.harness.cli, e2e.harness.cluster:\n"
+        "  e2e/harness/cli.py:2: e2e.harness.cli -> e2e.harness.cluster\n"
+        "  e2e/harness/cluster.py:1: e2e.harness.cluster -> e2e.harness.cli"
+    ]
+    assert harness_imports_from_tests(tmp_path) == ["tests/test_x.py:2: imports e2e.harness.cluster"]
 
 
 def test_the_walls_catch_a_breach(tmp_path: Path) -> None:
@@ -344,3 +412,35 @@ def test_every_declared_dependency_is_imported(dist: str) -> None:
     assert module in imported_top_level_modules(), (
         f"pyproject.toml declares {dist!r} but nothing in ome_scheduler/ imports {module!r}: use it or remove it"
     )
+
+
+def harness_layers(root: Path = ROOT) -> list[str]:
+    """The modules of ``e2e/harness/`` in the order its package docstring lists them (bottom up)."""
+    doc = ast.get_docstring(ast.parse((root / "e2e" / "harness" / "__init__.py").read_text(encoding="utf-8"))) or ""
+    block = doc.split("::", 1)[1].split("\n\n")[1] if "::" in doc else ""
+    return [line.split()[0] for line in block.splitlines() if line.strip()]
+
+
+def harness_layer_breaches(root: Path = ROOT) -> list[str]:
+    """Imports by an ``e2e/harness`` module of one listed at or after it, and modules not listed."""
+    order = harness_layers(root)
+    out = []
+    for path in sources(root, "e2e/harness"):
+        me = path.stem
+        if me == "__init__":
+            continue
+        if me not in order:
+            out.append(f"e2e/harness/{path.name}: not in the package docstring's list")
+            continue
+        for line, target in imports(path, root):
+            dep = target.removeprefix("e2e.harness.")
+            if target.startswith("e2e.harness.") and (dep not in order or order.index(dep) >= order.index(me)):
+                out.append(f"{path.relative_to(root)}:{line}: imports {target} (listed after {me})")
+    return out
+
+
+def test_each_harness_module_imports_only_those_listed_before_it() -> None:
+    """``e2e/harness/__init__.py`` lists its modules bottom up; each imports only earlier ones."""
+    assert harness_layers()[:2] == ["paths", "tokens"]
+    found = harness_layer_breaches()
+    assert not found, "e2e/harness layering breached:\n" + "\n".join(found)

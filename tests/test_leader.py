@@ -17,7 +17,7 @@ from typing import Any
 from ome_scheduler.app.leader import LeaderElector
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.util.timestamps import now_micro, parse_rfc3339
-from tests.apiserver import FakeApiServer
+from tests.support.apiserver import FakeApiServer
 
 NS, NAME = "kube-system", "ome-scheduler"
 LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases"

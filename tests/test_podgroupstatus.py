@@ -2,7 +2,7 @@
 
 The phase rules are scheduler-plugins' ``pkg/controllers/podgroup_controller.go`` plus
 ``Scheduled``; writes go to a real HTTP server playing kube-apiserver's PodGroup status
-subresource (``tests/apiserver.py``), so the client's encodings and the 409 path run for real.
+subresource (``tests/support/apiserver.py``), so the client's encodings and the 409 path run for real.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from ome_scheduler.controllers.podgroupstatus import (
 from ome_scheduler.framework.types import GangPlacement, PodInfo, gang_key
 from ome_scheduler.kube.podgroupwriter import PodGroupWriter
 from ome_scheduler.metrics import Metrics
-from tests.apiserver import FakeApiServer
-from tests.builders import make_node, make_pod, make_pod_group
+from tests.support.apiserver import FakeApiServer
+from tests.support.builders import make_node, make_pod, make_pod_group
 
 PG_PATH = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ns/podgroups/g"
 TK = "nvidia.com/gpu.clique"

@@ -28,7 +28,7 @@ from ome_scheduler.serving import delegated_auth
 from ome_scheduler.serving.delegated_auth import ReviewLimits
 from ome_scheduler.serving.endpoints import HealthState, SecureEndpoint, listen_socket
 from ome_scheduler.serving.tls import DynamicServingCert
-from tests.apiserver import FakeApiServer
+from tests.support.apiserver import FakeApiServer
 
 TOKENREVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 SARS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"

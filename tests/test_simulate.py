@@ -20,7 +20,6 @@ import msgspec
 import pytest
 import yaml
 
-from e2e.manifests import HOSTNAME, chart_config, node, pod, pod_group
 from ome_scheduler.api.core import Node, Pod
 from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.api.snapshot import ClusterSnapshot, SnapshotError, decode_manifests, write_snapshot
@@ -28,7 +27,8 @@ from ome_scheduler.config.load import parse_config
 from ome_scheduler.tools.report import SimulationResult, render_text
 from ome_scheduler.tools.simulation import Simulation
 from ome_scheduler.tools.virtualtime import VirtualTimeLoop
-from tests.snapshots import snapshot
+from tests.support.manifests import HOSTNAME, chart_config, node, pod, pod_group
+from tests.support.snapshots import snapshot
 
 DK = "example.com/clique"
 NS = "team"

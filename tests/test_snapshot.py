@@ -11,7 +11,6 @@ from typing import Any
 import msgspec
 import pytest
 
-from e2e.manifests import HOSTNAME, chart_config, node, pod, pod_group
 from ome_scheduler.api.core import Namespace, Node, Pod
 from ome_scheduler.api.scheduling import PodGroup, PodGroupStatus
 from ome_scheduler.api.snapshot import (
@@ -26,7 +25,8 @@ from ome_scheduler.config.load import parse_config
 from ome_scheduler.tools.anonymize import Anonymizer
 from ome_scheduler.tools.listing import take_snapshot
 from ome_scheduler.tools.simulation import Simulation
-from tests.apiserver import FakeApiServer
+from tests.support.apiserver import FakeApiServer
+from tests.support.manifests import HOSTNAME, chart_config, node, pod, pod_group
 
 DK = "example.com/clique"
 

@@ -30,18 +30,13 @@ from typing import Any
 import httpx
 import pytest
 
-from e2e.cluster import Cluster
-from e2e.helpers import (
-    Api,
-    SchedulerProcess,
-    SupervisedScheduler,
-    assert_invariants,
-    assert_no_drift,
-    record_measurement,
-    temp_nodes,
-    wait_for,
-)
-from e2e.manifests import chart_config, domain_key, node, pod, pod_group, unique
+from e2e.harness.api import Api
+from e2e.harness.cluster import Cluster
+from e2e.harness.invariants import assert_invariants
+from e2e.harness.measurements import record_measurement
+from e2e.harness.scheduler import SchedulerProcess, SupervisedScheduler, assert_no_drift
+from e2e.harness.waits import temp_nodes, wait_for
+from tests.support.manifests import chart_config, domain_key, node, pod, pod_group, unique
 
 GANGS = 10
 SIZE = 8
@@ -156,7 +151,11 @@ def _workload_with_fault(cluster: Cluster, ns: str, rs: Replicas, fault: Callabl
         exits = rs.exits(t_start)
         assert len(exits) <= 1 and all(code == 1 for _, code in exits), f"exits during {label}: {exits}"
         for s in rs.replicas:
-            wait_for(f"{s.process.dir.name} running", lambda s=s: s.process.proc and s.process.proc.poll() is None)
+
+            def running(proc: SchedulerProcess = s.process) -> bool:
+                return proc.proc is not None and proc.proc.poll() is None
+
+            wait_for(f"{s.process.dir.name} running", running)
             assert_no_drift(s.process)
         api.close()
     finally:

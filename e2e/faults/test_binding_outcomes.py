@@ -1,6 +1,6 @@
 """End-to-end: what a Binding's outcome does to the pod and its gang (issue 12, item 4).
 
-ome-scheduler reaches the API server through :class:`e2e.interposer.Interposer`, an HTTP front
+ome-scheduler reaches the API server through :class:`e2e.harness.interposer.Interposer`, an HTTP front
 that forwards everything unchanged except the answers it is told to lose: a chosen pod's
 Binding is applied by the real API server and its answer then replaced by a 504 (the client
 retries and the real API server answers ``409 Conflict``, already assigned) or cut off (a
@@ -26,21 +26,14 @@ from typing import Any
 
 import pytest
 
-from e2e.cluster import Cluster
-from e2e.helpers import (
-    Api,
-    SchedulerProcess,
-    assert_invariants,
-    assert_no_drift,
-    record_measurement,
-    scheduled_condition,
-    temp_nodes,
-    wait_bound,
-    wait_for,
-    wait_message,
-)
-from e2e.interposer import Interposer
-from e2e.manifests import HOSTNAME, chart_config, domain_key, node, pod, pod_group, unique
+from e2e.harness.api import Api
+from e2e.harness.cluster import Cluster
+from e2e.harness.interposer import Interposer
+from e2e.harness.invariants import assert_invariants
+from e2e.harness.measurements import record_measurement
+from e2e.harness.scheduler import SchedulerProcess, assert_no_drift
+from e2e.harness.waits import scheduled_condition, temp_nodes, wait_bound, wait_for, wait_message
+from tests.support.manifests import HOSTNAME, chart_config, domain_key, node, pod, pod_group, unique
 
 TIMEOUT_S = 20
 """The refused gang's ``scheduleTimeoutSeconds``."""

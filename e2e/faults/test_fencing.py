@@ -32,12 +32,16 @@ from typing import Any
 
 import pytest
 
-from e2e.cluster import Cluster
-from e2e.helpers import Api, SchedulerProcess, assert_invariants, audit_events, temp_nodes, wait_bound, wait_for
-from e2e.manifests import chart_config, domain_key, node, pod, pod_group, unique
-from e2e.pki import write_token_kubeconfig
+from e2e.harness.api import Api
+from e2e.harness.audit import audit_events
+from e2e.harness.cluster import Cluster
+from e2e.harness.invariants import assert_invariants
+from e2e.harness.pki import write_token_kubeconfig
+from e2e.harness.scheduler import SchedulerProcess
+from e2e.harness.waits import temp_nodes, wait_bound, wait_for
 from e2e.test_ha import holder_of, lease_holder
 from ome_scheduler.util.timestamps import parse_rfc3339
+from tests.support.manifests import chart_config, domain_key, node, pod, pod_group, unique
 
 STALL_ENV = "OME_SCHEDULER_TEST_STALL_SIGNAL"
 STALL_SECONDS = 20
@@ -236,8 +240,8 @@ def leader_fault(
             return Outcome(code, log, gone_after, takeover, old_user, new_user)
     finally:
         stop_arrivals.set()
-        for p in procs.values():
-            p.stop()
+        for proc in procs.values():
+            proc.stop()
         for r in "ab":
             forget_identity(api, ids[r])
         api.delete_namespace(ns)

@@ -16,9 +16,11 @@ import time
 
 import httpx
 
-from e2e.cluster import Cluster
-from e2e.helpers import Api, SchedulerProcess, wait_for
-from e2e.manifests import chart_config, unique
+from e2e.harness.api import Api
+from e2e.harness.cluster import Cluster
+from e2e.harness.scheduler import SchedulerProcess
+from e2e.harness.waits import wait_for
+from tests.support.manifests import chart_config, unique
 
 STALL_ENV = "OME_SCHEDULER_TEST_STALL_SIGNAL"
 STALL_SECONDS = 5.0

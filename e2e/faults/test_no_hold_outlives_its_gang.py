@@ -26,21 +26,14 @@ from typing import Any
 
 import pytest
 
-from e2e.cluster import Cluster
-from e2e.helpers import (
-    Api,
-    SchedulerProcess,
-    assert_invariants,
-    assert_no_drift,
-    node_of,
-    record_measurement,
-    temp_nodes,
-    wait_bound,
-    wait_for,
-    wait_message,
-)
-from e2e.manifests import HOSTNAME, chart_config, domain_key, node, pod, pod_group, unique
+from e2e.harness.api import Api
+from e2e.harness.cluster import Cluster
+from e2e.harness.invariants import assert_invariants
+from e2e.harness.measurements import record_measurement
+from e2e.harness.scheduler import SchedulerProcess, assert_no_drift
+from e2e.harness.waits import node_of, temp_nodes, wait_bound, wait_for, wait_message
 from ome_scheduler.util.timestamps import parse_rfc3339
+from tests.support.manifests import HOSTNAME, chart_config, domain_key, node, pod, pod_group, unique
 
 TIMEOUT_S = 20
 """The stuck gangs' ``scheduleTimeoutSeconds``."""

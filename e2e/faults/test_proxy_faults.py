@@ -1,6 +1,6 @@
 """End-to-end: stalled and broken connections between ome-scheduler and kube-apiserver (issue 12, item 3).
 
-ome-scheduler reaches the API server only through Toxiproxy (``e2e/toxiproxy.py``), with a
+ome-scheduler reaches the API server only through Toxiproxy (``e2e/harness/toxiproxy.py``), with a
 kubeconfig whose server is the proxy; the tests create and delete objects through the direct
 admin API. Leader election is off: the scheduler under test is the only one serving its
 scheduler name, and a lease renewal cut off by a blackhole would (rightly) end it.
@@ -25,19 +25,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from e2e.cluster import Cluster
-from e2e.helpers import (
-    Api,
-    SchedulerProcess,
-    assert_invariants,
-    assert_no_drift,
-    record_measurement,
-    temp_nodes,
-    wait_bound,
-    wait_for,
-)
-from e2e.manifests import HOSTNAME, chart_config, domain_key, node, pod, pod_group, unique
-from e2e.toxiproxy import Toxiproxy, proxied_kubeconfig
+from e2e.harness.api import Api
+from e2e.harness.cluster import Cluster
+from e2e.harness.invariants import assert_invariants
+from e2e.harness.measurements import record_measurement
+from e2e.harness.scheduler import SchedulerProcess, assert_no_drift
+from e2e.harness.toxiproxy import Toxiproxy, proxied_kubeconfig
+from e2e.harness.waits import temp_nodes, wait_bound, wait_for
+from tests.support.manifests import HOSTNAME, chart_config, domain_key, node, pod, pod_group, unique
 
 PROXY = "apiserver"
 INFORMERS = (

@@ -11,7 +11,7 @@ from ome_scheduler.api.meta import LabelSelector
 from ome_scheduler.backend.cache import SchedulerCache
 from ome_scheduler.framework.types import PodInfo
 from ome_scheduler.util.labels import Selector
-from tests.builders import make_node, make_pod
+from tests.support.builders import make_node, make_pod
 
 KEYS = ("app", "tier", "team")
 VALUES = ("a", "b", "c")

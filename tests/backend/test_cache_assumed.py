@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ome_scheduler.backend.cache import SchedulerCache
 from ome_scheduler.framework.types import PodInfo
-from tests.builders import make_node, make_pod
+from tests.support.builders import make_node, make_pod
 
 
 def test_finish_binding_marks_only_assumed_pods_and_unconfirmed_lists_the_overdue_ones() -> None:

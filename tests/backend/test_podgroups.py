@@ -9,7 +9,7 @@ from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.backend.cache import SchedulerCache
 from ome_scheduler.backend.podgroups import PodGroupState
 from ome_scheduler.framework.types import GangKey, PodInfo
-from tests.builders import make_node, make_pod, make_pod_group
+from tests.support.builders import make_node, make_pod, make_pod_group
 
 G = GangKey("ns/g")
 

@@ -11,7 +11,7 @@ from ome_scheduler.backend.queue import ProfileQueueing, SchedulingQueue
 from ome_scheduler.framework.events import EVENT_ASSIGNED_POD_DELETE, EVENT_NODE_ADD, ActionType, ClusterEvent
 from ome_scheduler.framework.types import PodInfo, QueuedPodInfo
 from ome_scheduler.metrics import Metrics
-from tests.plugins_env import Env, chart_config, node, pod
+from tests.support.plugins_env import Env, chart_config, node, pod
 
 
 class Clock:

@@ -23,8 +23,8 @@ from ome_scheduler.framework.interface import FrameworkOptions
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.plugins.nodeunschedulable import NodeUnschedulable
 from ome_scheduler.plugins.registry import in_tree_registry
-from tests.builders import make_node, make_pod
-from tests.fakes import FakeHandle
+from tests.support.builders import make_node, make_pod
+from tests.support.fakes import FakeHandle
 
 RTCR = "RequestedToCapacityRatio"
 

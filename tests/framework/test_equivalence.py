@@ -12,7 +12,7 @@ from ome_scheduler.framework.interface import CycleState
 from ome_scheduler.framework.runtime import Diagnosis
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
-from tests.plugins_env import Env, chart_config, node, pod
+from tests.support.plugins_env import Env, chart_config, node, pod
 
 
 def infos(*names: str) -> list[NodeInfo]:

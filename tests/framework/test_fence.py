@@ -2,7 +2,7 @@
 ``renewDeadline`` old (``framework/fence.py``).
 
 The write ports run over a real :class:`~ome_scheduler.kube.client.KubeClient` against the
-test API server (``tests/apiserver.py``), so "nothing was sent" is what the server saw; the
+test API server (``tests/support/apiserver.py``), so "nothing was sent" is what the server saw; the
 Permit release runs through a whole :class:`~ome_scheduler.scheduler.Scheduler` with the
 chart's profile and a gang of two.
 """
@@ -19,9 +19,9 @@ from ome_scheduler.framework.fence import Fence, Fenced, FencedApiWriter, Fenced
 from ome_scheduler.kube.client import ApiError
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.scheduler import Scheduler
-from tests.apiserver import FakeApiServer
-from tests.builders import make_node, make_pod, make_pod_group
-from tests.plugins_env import chart_config
+from tests.support.apiserver import FakeApiServer
+from tests.support.builders import make_node, make_pod, make_pod_group
+from tests.support.plugins_env import chart_config
 
 BINDING = "/api/v1/namespaces/ns/pods/p/binding"
 

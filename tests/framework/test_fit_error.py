@@ -1,6 +1,6 @@
 """FailedScheduling messages, byte for byte as kube-scheduler 1.35 writes them.
 
-Each test schedules through the chart's real profile (``tests/plugins_env.py``) and checks
+Each test schedules through the chart's real profile (``tests/support/plugins_env.py``) and checks
 the whole ``0/N nodes are available: ...`` text: reasons counted per node, sorted as Go's
 ``sort.Strings`` sorts ``"<count> <reason>"``, PreFilter messages, absent nodes after a
 PreFilter narrowed the node set, and the PostFilter sentence the default profile's
@@ -12,7 +12,7 @@ from __future__ import annotations
 from ome_scheduler.framework.runtime import Diagnosis, FitError
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import PodInfo
-from tests.plugins_env import Env, node, pod
+from tests.support.plugins_env import Env, node, pod
 
 DRA = " no new claims to deallocate"
 

@@ -9,7 +9,7 @@ from ome_scheduler.framework import types
 from ome_scheduler.framework.types import PodInfo, pod_requests
 from ome_scheduler.plugins.helper import default_normalize_score
 from ome_scheduler.util.quantity import QuantityError
-from tests.builders import make_pod
+from tests.support.builders import make_pod
 
 
 def test_parsed_request_lists_are_shared_but_never_mutated_through() -> None:

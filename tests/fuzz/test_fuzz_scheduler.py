@@ -40,7 +40,7 @@ from ome_scheduler.metrics import Metrics
 from ome_scheduler.scheduler import Scheduler
 from ome_scheduler.util.quantity import INT64_MAX, milli_value, parse_quantity, value
 from tests.fuzz import strategies as fz
-from tests.plugins_env import chart_config
+from tests.support.plugins_env import chart_config
 
 EXAMPLES = int(os.environ.get("OME_FUZZ_EXAMPLES", "300"))
 MAX_CYCLE_SECONDS = 1.0

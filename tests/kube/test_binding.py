@@ -16,7 +16,7 @@ from ome_scheduler.api.core import Pod
 from ome_scheduler.kube.binding import BindingRefused, GatedBinder, StaleView
 from ome_scheduler.kube.client import KubeClient
 from ome_scheduler.kube.informer import Informer
-from tests.apiserver import FakeApiServer
+from tests.support.apiserver import FakeApiServer
 
 
 def _pod(node: str = "") -> Pod:

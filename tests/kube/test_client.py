@@ -85,7 +85,7 @@ def test_binding_retried_after_a_lost_response_is_a_success() -> None:
     """The first Binding is applied but its answer is lost (500); the retry gets 409 "already
     assigned" to the node we chose: that is our own Binding, not a failure."""
     from ome_scheduler.kube.client import ApiError
-    from tests.apiserver import FakeApiServer
+    from tests.support.apiserver import FakeApiServer
 
     async def main() -> None:
         async with FakeApiServer() as srv:
@@ -110,7 +110,7 @@ def test_binding_retried_after_a_lost_response_is_a_success() -> None:
 def test_a_guard_that_raises_sends_nothing_and_frees_the_slot() -> None:
     """``guard`` runs after the slot and the rate limiter, right before the attempt is sent: what
     it raises ends the request unsent, and the in-flight slot goes back to the gate."""
-    from tests.apiserver import FakeApiServer
+    from tests.support.apiserver import FakeApiServer
 
     class Refused(Exception):
         pass

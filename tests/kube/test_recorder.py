@@ -22,7 +22,7 @@ from ome_scheduler.kube import recorder as recorder_module
 from ome_scheduler.kube.client import hostname
 from ome_scheduler.kube.recorder import Recorder, truncate_message
 from ome_scheduler.util.timestamps import parse_rfc3339
-from tests.apiserver import FakeApiServer
+from tests.support.apiserver import FakeApiServer
 
 EVENTS = "/apis/events.k8s.io/v1/namespaces/ns/events"
 STATUS = "/api/v1/namespaces/ns/pods/p/status"

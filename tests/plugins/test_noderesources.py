@@ -10,8 +10,8 @@ from ome_scheduler.framework.interface import CycleState
 from ome_scheduler.framework.types import PodInfo, pod_requests
 from ome_scheduler.plugins.noderesources.balanced_allocation import NodeResourcesBalancedAllocation, balanced_score
 from ome_scheduler.plugins.noderesources.fit import NodeResourcesFit, broken_linear, resource_score
-from tests.builders import node_info
-from tests.plugins_env import Env, chart_config, node, pod
+from tests.support.builders import node_info
+from tests.support.plugins_env import Env, chart_config, node, pod
 
 MI = 1024 * 1024
 GI = 1024 * MI

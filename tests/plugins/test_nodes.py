@@ -14,9 +14,9 @@ from ome_scheduler.framework.types import HostPortInfo, PodInfo
 from ome_scheduler.plugins.imagelocality import ImageLocality, calculate_priority, normalized_image_name
 from ome_scheduler.plugins.nodeaffinity import NodeAffinity
 from ome_scheduler.plugins.tainttoleration import TaintToleration
-from tests.builders import node_info
-from tests.fakes import FakeHandle
-from tests.plugins_env import Env, chart_config, node, pod
+from tests.support.builders import node_info
+from tests.support.fakes import FakeHandle
+from tests.support.plugins_env import Env, chart_config, node, pod
 
 DRA = " no new claims to deallocate"
 

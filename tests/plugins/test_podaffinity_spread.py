@@ -10,8 +10,8 @@ from ome_scheduler.config.pluginargs import PodTopologySpreadArgs
 from ome_scheduler.framework.interface import CycleState
 from ome_scheduler.framework.types import PodInfo
 from ome_scheduler.plugins.podtopologyspread import PodTopologySpread
-from tests.fakes import FakeHandle
-from tests.plugins_env import Env, chart_config, node, pod
+from tests.support.fakes import FakeHandle
+from tests.support.plugins_env import Env, chart_config, node, pod
 
 DRA = " no new claims to deallocate"
 ZONE = "topology.kubernetes.io/zone"

@@ -9,7 +9,7 @@ from ome_scheduler.framework.interface import CycleState
 from ome_scheduler.framework.types import PodInfo
 from ome_scheduler.plugins.volumebinding import VolumeBinding
 from ome_scheduler.plugins.volumestore import pv_node_affinity_matches
-from tests.plugins_env import Env, node, pod
+from tests.support.plugins_env import Env, node, pod
 
 DRA = " no new claims to deallocate"
 ZONE = "topology.kubernetes.io/zone"

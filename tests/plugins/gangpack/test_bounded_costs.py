@@ -21,7 +21,7 @@ from ome_scheduler.metrics import Metrics
 from ome_scheduler.plugins.gangpack.manager import MAX_TOPOLOGY_KEYS
 from ome_scheduler.plugins.gangpack.plugin import OMEGangPack
 from ome_scheduler.scheduler import DiscardRecorder, Scheduler
-from tests.builders import make_node, make_pod, make_pod_group
+from tests.support.builders import make_node, make_pod, make_pod_group
 
 CLIQUE = "nvidia.com/gpu.clique"
 NODES = 5000
@@ -30,7 +30,7 @@ BOUND = 1.0  # seconds for one scheduling cycle
 
 @pytest.fixture(scope="module")
 def sched() -> Scheduler:
-    from e2e.manifests import chart_config
+    from tests.support.manifests import chart_config
 
     s = Scheduler(parse_config(chart_config()), metrics=Metrics(), binder=None, recorder=DiscardRecorder())
     for i in range(NODES):

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, template_signature
 from ome_scheduler.plugins.gangpack.placement import GangPlanner, best_fit, group_by_domain, max_flow
-from tests.builders import make_node, make_pod, node_info
+from tests.support.builders import make_node, make_pod, node_info
 
 DK = "topology.ome.io/domain"
 

@@ -15,8 +15,8 @@ from ome_scheduler.framework.types import PodInfo, split_gang_key
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.plugins.gangpack.plugin import PIN_KEY, CyclePin, OMEGangPack
 from ome_scheduler.plugins.registry import in_tree_registry
-from tests.builders import make_node, make_pod, make_pod_group
-from tests.fakes import FakeHandle
+from tests.support.builders import make_node, make_pod, make_pod_group
+from tests.support.fakes import FakeHandle
 
 DK = "topology.ome.io/domain"
 ARGS = {

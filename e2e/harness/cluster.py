@@ -1,16 +1,17 @@
 """A real local Kubernetes 1.35 control plane for end-to-end tests and the demo.
 
-It runs etcd, kube-apiserver, kube-controller-manager, the stock kube-scheduler (the cluster's
+The soak (``bench/soak.py``) and the benchmark (``bench/run.py``, in benchmark mode) run on it
+too. It runs etcd, kube-apiserver, kube-controller-manager, the stock kube-scheduler (the cluster's
 default scheduler) and kwok (fake kubelets) as local processes on 127.0.0.1, each in its own
 process group (session), with one log file per component. Everything lives in a state directory
 (``OME_CLUSTER_DIR``, default ``<repo>/.local-cluster``) whose ``cluster.json`` records the ports,
 paths and PIDs, so ``down`` and ``status`` work from another process. Its command line,
-``python -m e2e.cluster up|down|stop|status|env``, is in ``e2e/cluster_cli.py``.
+``python -m e2e.harness up|down|stop|status|env``, is ``e2e/harness/__main__.py``.
 
 Binaries come from ``OME_K8S_BIN_DIR``, otherwise from ``e2e/build-binaries.sh`` (which builds
 them once and prints their directory on its last stdout line). The pieces live next door:
-``e2e/pki.py`` (certificates, kubeconfigs), ``e2e/components.py`` (each component's flags and
-readiness check) and ``e2e/processes.py`` (starting, waiting for and stopping processes).
+``pki.py`` (certificates, kubeconfigs), ``components.py`` (each component's flags and readiness
+check) and ``processes.py`` (starting, waiting for and stopping processes).
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ from typing import Any, Final
 import httpx
 import yaml
 
-from e2e import components, tokens
-from e2e.components import COMPONENT_TIMEOUT, COMPONENTS, REQUIRED_BINARIES, STOP_ORDER, Component
-from e2e.pki import admin_ssl_context, write_client_kubeconfig, write_pki, write_token_kubeconfig
-from e2e.processes import (
+from e2e.harness import components, tokens
+from e2e.harness.components import COMPONENT_TIMEOUT, COMPONENTS, REQUIRED_BINARIES, STOP_ORDER, Component
+from e2e.harness.paths import CRD_FILE, DEFAULT_STATE_DIR, DEMO_NODES_FILE
+from e2e.harness.pki import admin_ssl_context, write_client_kubeconfig, write_pki, write_token_kubeconfig
+from e2e.harness.processes import (
     STOP_TIMEOUT,
     ClusterError,
     ComponentStartError,
@@ -52,12 +54,7 @@ from e2e.processes import (
     wait_until,
 )
 
-REPO_ROOT: Final = Path(__file__).resolve().parent.parent
-E2E_DIR: Final = REPO_ROOT / "e2e"
-DEFAULT_STATE_DIR: Final = REPO_ROOT / ".local-cluster"
-CRD_FILE: Final = E2E_DIR / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
 CRD_NAME: Final = "podgroups.scheduling.x-k8s.io"
-DEMO_NODES_FILE: Final = E2E_DIR / "nodes" / "demo.yaml"
 K8S_VERSION: Final = "v1.35.4"
 NOT_READY_TAINT: Final = "node.kubernetes.io/not-ready"
 NODES_TIMEOUT: Final = 60.0
@@ -648,16 +645,10 @@ class Cluster:
     def create_token(self, service_account: str, namespace: str = "default", duration: str = "1h") -> str:
         """Return a bound token for ``namespace/service_account`` via TokenRequest (kubectl create token).
 
-        The token is recorded in ``e2e.tokens`` (no log may hold it)."""
+        The token is recorded in ``e2e.harness.tokens`` (no log may hold it)."""
         out = self.kubectl("create", "token", service_account, "-n", namespace, f"--duration={duration}")
         return tokens.remember(out.stdout.strip())
 
     def token_kubeconfig(self, path: Path, token: str) -> Path:
         """Write a kubeconfig at ``path`` that authenticates with a bearer ``token``; return ``path``."""
         return write_token_kubeconfig(path, self.server, self.ca_file, token)
-
-
-if __name__ == "__main__":
-    from e2e.cluster_cli import main
-
-    sys.exit(main())

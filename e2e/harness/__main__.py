@@ -1,16 +1,16 @@
-"""Command line of the local control plane: ``python -m e2e.cluster up|down|stop|status|env``.
+"""The local control plane's command line: ``python -m e2e.harness up|down|stop|status|env``.
 
 Usage (from the repository root; ``--dir`` or ``OME_CLUSTER_DIR`` picks the state directory)::
 
-    python -m e2e.cluster up [--fresh] [--nodes FILE | --no-nodes]
-    python -m e2e.cluster status [--json]
-    eval "$(python -m e2e.cluster env)"
-    python -m e2e.cluster stop [ome-scheduler]   # stop the demo's scheduler, keep the cluster
-    python -m e2e.cluster down [--keep]
+    python -m e2e.harness up [--fresh] [--nodes FILE | --no-nodes]
+    python -m e2e.harness status [--json]
+    eval "$(python -m e2e.harness env)"
+    python -m e2e.harness stop [ome-scheduler]   # stop the demo's scheduler, keep the cluster
+    python -m e2e.harness down [--keep]
 
 ``up`` and ``env`` print shell ``export`` lines on stdout; progress and errors go to stderr. Exit
 codes: 0 on success (``status``: the cluster is running), 1 on an error or no cluster (``status``:
-not running). ``e2e/cluster.py`` runs ``main`` when started with ``python -m e2e.cluster``.
+not running). The cluster itself is :class:`e2e.harness.cluster.Cluster`.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from e2e import cluster as cluster_module
-from e2e.cluster import DEMO_NODES_FILE, Cluster, KubectlError
-from e2e.processes import ClusterError, proc_rss_bytes
+from e2e.harness import cluster as cluster_module
+from e2e.harness.cluster import Cluster, KubectlError
+from e2e.harness.paths import DEMO_NODES_FILE
+from e2e.harness.processes import ClusterError, proc_rss_bytes
 
 
 def status_summary(cluster: Cluster) -> dict[str, Any]:
@@ -71,7 +72,7 @@ def env_lines(cluster: Cluster) -> list[str]:
 
 def _parser() -> argparse.ArgumentParser:
     description = (cluster_module.__doc__ or "").split("\n")[0]
-    parser = argparse.ArgumentParser(prog="python -m e2e.cluster", description=description)
+    parser = argparse.ArgumentParser(prog="python -m e2e.harness", description=description)
     parser.add_argument("--dir", help="state directory (default: $OME_CLUSTER_DIR or <repo>/.local-cluster)")
     sub = parser.add_subparsers(dest="cmd", required=True)
     p_up = sub.add_parser("up", help="start the control plane (no-op if already up)")
@@ -133,7 +134,7 @@ def _run(cluster: Cluster, args: argparse.Namespace) -> int:
         return 0 if st["running"] else 1
     if args.cmd == "env":
         if cluster.state is None:
-            print(f"no cluster in {cluster.state_dir}; run: python -m e2e.cluster up", file=sys.stderr)
+            print(f"no cluster in {cluster.state_dir}; run: python -m e2e.harness up", file=sys.stderr)
             return 1
         print("\n".join(env_lines(cluster)))
         return 0
@@ -141,7 +142,7 @@ def _run(cluster: Cluster, args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m e2e.cluster up|down|stop|status|env``; returns the exit code."""
+    """``python -m e2e.harness up|down|stop|status|env``; returns the exit code."""
     args = _parser().parse_args(argv)
     cluster = Cluster(args.dir)
     try:

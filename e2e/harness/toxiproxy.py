@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 import yaml
 
-from e2e.processes import ClusterError, free_ports, tail_lines
+from e2e.harness.processes import ClusterError, free_ports, tail_lines
 
 BINARY = "toxiproxy-server"
 

@@ -4,63 +4,21 @@ kube-apiserver writes one ``audit.k8s.io/v1`` Event per line (``e2e/audit-policy
 request at Metadata level, the ResponseStarted and ResponseComplete stages) to
 ``<state dir>/logs/audit.log``, rotated into ``audit-<time>.log`` files every 100 MB. A request
 is a :class:`Permission` (verb and resource, as RBAC rules name them), so what a user did can be
-compared with what its roles grant (:func:`rule_permissions`).
+compared with what its roles grant (``tests.support.rbac.rule_permissions``). ``audit_events``
+reads a cluster's whole log.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-
-class Permission(NamedTuple):
-    """One verb on one resource, written as ``kubectl auth can-i`` takes it.
-
-    ``resource`` is ``<resource>[/<subresource>][.<group>]`` (``pods``, ``pods/binding``,
-    ``leases.coordination.k8s.io``), or a non-resource URL path (``/metrics``).
-    """
-
-    verb: str
-    resource: str
-
-    def __str__(self) -> str:
-        return f"{self.verb} {self.resource}"
-
-    @classmethod
-    def of(cls, verb: str, group: str, resource: str) -> Permission:
-        """The permission for ``verb`` on ``resource`` (with its ``/subresource``) in API ``group``."""
-        return cls(verb, f"{resource}.{group}" if group else resource)
-
-    @classmethod
-    def parse(cls, text: str) -> Permission:
-        """``"get pods"`` -> Permission("get", "pods"). Raises ValueError when not two words."""
-        verb, resource = text.split()
-        return cls(verb, resource)
-
-
-RARELY_USED = re.compile(r"^\s*#\s*rarely used: (\S+) (\S+): (.+)$", re.M)
-"""A ``# rarely used: <verb> <resource>: <why>`` comment in the chart's RBAC template."""
-
-
-def rarely_used(manifest: str) -> dict[Permission, str]:
-    """The permissions a rendered chart documents as needed but rarely used, with why."""
-    return {Permission(m.group(1), m.group(2)): m.group(3) for m in RARELY_USED.finditer(manifest)}
-
-
-def rule_permissions(rule: Mapping[str, Any]) -> set[Permission]:
-    """Every permission an RBAC PolicyRule grants (``resourceNames`` narrow a rule but do not
-    change which verbs on which resources it is about)."""
-    verbs = rule.get("verbs") or []
-    out = {Permission(v, url) for v in verbs for url in rule.get("nonResourceURLs") or []}
-    for group in rule.get("apiGroups") or []:
-        for res in rule.get("resources") or []:
-            out |= {Permission.of(v, group, res) for v in verbs}
-    return out
+from e2e.harness.cluster import Cluster
+from tests.support.rbac import Permission
 
 
 def event_permission(event: Mapping[str, Any]) -> Permission:
@@ -125,3 +83,17 @@ def permissions(events: Iterable[Mapping[str, Any]]) -> dict[Permission, int]:
         p = event_permission(ev)
         out[p] = out.get(p, 0) + 1
     return out
+
+
+def audit_events(cluster: Cluster) -> list[dict[str, Any]]:
+    """Every event of the apiserver's audit log (``Cluster.audit_log`` and its rotated files),
+    in the order written (``audit.k8s.io/v1`` Event objects at Metadata level: ``verb``,
+    ``user.username``, ``userAgent``, ``objectRef``, ``responseStatus``,
+    ``requestReceivedTimestamp``...).
+
+    Raises AssertionError when the cluster writes no audit log (benchmark mode, or a cluster
+    started before audit logging was added: ``python -m e2e.harness down`` and start afresh).
+    """
+    log = cluster.audit_log
+    assert log.exists(), f"no audit log at {log}: restart the cluster (python -m e2e.harness down)"
+    return list(AuditLog(log.parent, dt.datetime.min.replace(tzinfo=dt.UTC)).events())

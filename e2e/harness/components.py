@@ -2,7 +2,7 @@
 
 One function per component (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok)
 returns a ``Component``: the argv to run, its port and how to tell that it is ready. Everything
-listens on 127.0.0.1 and leader election is off. ``e2e/cluster.py`` decides the ports, paths and
+listens on 127.0.0.1 and leader election is off. ``cluster.py`` decides the ports, paths and
 start order; nothing here starts a process.
 
 Admission: the apiserver keeps its default admission plugins. ``ServiceAccount`` stays on because
@@ -13,7 +13,7 @@ them off instead, with the request limits (scheduler_perf's settings).
 
 Audit: outside benchmark mode the apiserver writes an audit log (``e2e/audit-policy.yaml``: every
 request at ``Metadata`` level, JSON lines, ``<state>/logs/audit.log``) so tests can prove who sent
-what and when (``e2e/audit.py``, ``e2e.helpers.audit_events``).
+what and when (``audit.py``: ``AuditLog``, ``audit_events``).
 """
 
 from __future__ import annotations
@@ -25,12 +25,9 @@ from typing import Final
 
 import httpx
 
-from e2e.pki import admin_ssl_context
+from e2e.harness.paths import AUDIT_POLICY_FILE, KWOK_STAGES_FILE
+from e2e.harness.pki import admin_ssl_context
 
-E2E_DIR: Final = Path(__file__).resolve().parent
-KWOK_STAGES_FILE: Final = E2E_DIR / "kwok-stages.yaml"
-AUDIT_POLICY_FILE: Final = E2E_DIR / "audit-policy.yaml"
-"""Every request at Metadata level (``e2e/audit.py`` reads the log it produces)."""
 SERVICE_CIDR: Final = "10.0.0.0/24"
 SA_ISSUER: Final = "https://kubernetes.default.svc.cluster.local"
 ALWAYS_ALLOW_PATHS: Final = "/healthz,/readyz,/livez,/metrics"

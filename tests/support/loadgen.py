@@ -1,6 +1,6 @@
 """A hostile client of the HTTPS endpoint, run as its own process by the load test.
 
-``python -m tests.loadgen --port P --slow N --rps R --seconds S [--host H]`` opens ``N`` slow
+``python -m tests.support.loadgen --port P --slow N --rps R --seconds S [--host H]`` opens ``N`` slow
 connections (from the ``--slow-sources`` addresses in turn; slowloris: two thirds finish the TLS handshake and then send one request header
 line every few seconds without ever ending the request, one third open TCP and send nothing)
 and reopens any the server closes, once a second, as slowloris tools do; meanwhile it sends

@@ -1,10 +1,12 @@
-"""Manifests for end-to-end tests: Nodes, Pods and PodGroups, and scheduler configurations.
+"""Manifests as plain dicts: Nodes, Pods, PodGroups, storage, operator jobs, and scheduler configurations.
 
-Plain dicts as the API server takes them (``apiVersion``, ``kind``, ``metadata``, ``spec``,
-``status``), including the jobs of the job operators (``mpi_job``, ``pytorch_job``). ``chart_config`` is the KubeSchedulerConfiguration the Helm chart renders;
-``kube_counterpart_config`` the stock kube-scheduler configured to match it, ``coscheduling_config``
-scheduler-plugins' Coscheduling on the same profile. Nothing here talks to
-a cluster (``e2e/helpers.py`` does).
+Dicts as the API server takes them (``apiVersion``, ``kind``, ``metadata``, ``spec``,
+``status``), including the jobs of the job operators (``mpi_job``, ``pytorch_job``).
+``chart_config`` is the KubeSchedulerConfiguration the Helm chart renders;
+``kube_counterpart_config`` the stock kube-scheduler configured to match it,
+``coscheduling_config`` scheduler-plugins' Coscheduling on the same profile. Nothing here talks
+to a cluster: the unit tests build snapshots from these, the e2e tests and the soak create them
+on the local control plane (``e2e/harness/``), the benchmark configures its schedulers with them.
 """
 
 from __future__ import annotations
@@ -64,6 +66,12 @@ def node(
         "spec": {"taints": list(taints), "unschedulable": unschedulable},
         "status": {"capacity": dict(res), "allocatable": dict(res)},
     }
+
+
+def domain_nodes(prefix: str, key: str, sizes: Mapping[str, int], **kw: Any) -> list[dict[str, Any]]:
+    """Nodes ``<prefix>-<domain><i>`` in domains of label ``key``: ``sizes[domain]`` nodes of each
+    (``i`` from 0), every one a :func:`node` with the other keyword arguments."""
+    return [node(f"{prefix}-{d}{i}", {key: d}, **kw) for d, n in sizes.items() for i in range(n)]
 
 
 def pod(

@@ -30,8 +30,8 @@ import aiohttp
 from aiohttp import web
 from yarl import URL
 
-from e2e.cluster import Cluster
-from e2e.processes import free_ports
+from e2e.harness.cluster import Cluster
+from e2e.harness.processes import free_ports
 
 HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "host"}
 """Headers that describe one connection, not the request or answer: never forwarded."""

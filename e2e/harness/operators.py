@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Self
 
-from e2e.cluster import E2E_DIR, Cluster
-from e2e.manifests import SCHEDULER_NAME, mpi_job, pytorch_job
-from e2e.processes import ClusterError, free_ports, tail_lines
+from e2e.harness.cluster import Cluster
+from e2e.harness.paths import TOOLS_DIR
+from e2e.harness.processes import ClusterError, free_ports, tail_lines
+from tests.support.manifests import SCHEDULER_NAME, mpi_job, pytorch_job
 
-TOOLS_DIR: Final = E2E_DIR / "tools"
 #: Where the training-operator's certificate rotator expects the webhook serving certificate
 #: (a constant of its ``pkg/cert``; in a cluster the Secret is mounted there).
 WEBHOOK_CERT_DIR: Final = Path("/tmp/k8s-webhook-server/serving-certs")
@@ -71,7 +71,7 @@ class JobKind:
     """One operator's job type as the tests use it.
 
     ``leader`` is the lower-case replica type of the job's single leader pod (``launcher``,
-    ``master``); ``manifest(name, ns, workers, **kw)`` builds a job (``e2e.manifests.mpi_job`` or
+    ``master``); ``manifest(name, ns, workers, **kw)`` builds a job (``tests.support.manifests.mpi_job`` or
     ``pytorch_job``) with ``workers`` workers plus the leader, so ``workers + 1`` pods.
     """
 

@@ -21,8 +21,8 @@ from typing import Final
 
 import httpx
 
-E2E_DIR: Final = Path(__file__).resolve().parent
-BUILD_SCRIPT: Final = E2E_DIR / "build-binaries.sh"
+from e2e.harness.paths import BUILD_SCRIPT
+
 STOP_TIMEOUT: Final = 20.0
 LOG_TAIL_LINES: Final = 50
 
@@ -279,3 +279,9 @@ def wait_until(
         if time.monotonic() > deadline:
             raise ComponentStartError(component, f"{what} not reached within {timeout:.0f} s{last_error}", log_file)
         time.sleep(interval)
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds of process ``pid`` so far (from ``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

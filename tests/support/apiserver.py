@@ -24,7 +24,7 @@ Every request is appended to ``requests`` in arrival order (with its monotonic a
 ``hold()`` parks matching requests until released, ``after_get`` runs once after a GET is
 answered (to play a concurrent writer). Use it as ``async with FakeApiServer() as api:``; its clients are closed on exit.
 
-``python -m tests.apiserver`` runs one as a process of its own (for load tests): it prints its
+``python -m tests.support.apiserver`` runs one as a process of its own (for load tests): it prints its
 URL, serves until stdin closes, then prints every request as JSON lines
 (``[method, path, arrival]``).
 """

@@ -1,6 +1,6 @@
 """The scheduler's side of the HTTPS load test, run as its own process.
 
-``python -m tests.https_load_target --api URL`` wires what ``ome_scheduler.app.run.App`` wires
+``python -m tests.support.https_load_target --api URL`` wires what ``ome_scheduler.app.run.App`` wires
 around one API client, against the API server at ``URL``:
 
 * the HTTPS endpoint as the scheduler runs it (:class:`~ome_scheduler.serving.endpoints.SecureEndpoint`:
