@@ -452,10 +452,9 @@ def _sum(xs: list[Any]) -> Any:
 
 
 def _library() -> list[cel.FunctionDecl]:
-    S, B, I, U, D, Y = cel.Type.STRING, cel.Type.BOOL, cel.Type.INT, cel.Type.UINT, cel.Type.DOUBLE, cel.Type.BYTES  # noqa: E741
+    S, B, I, D = cel.Type.STRING, cel.Type.BOOL, cel.Type.INT, cel.Type.DOUBLE  # noqa: E741
     Q, V = QUANTITY, SEMVER
     L = cel.Type.List
-    ordered = (("int", I), ("uint", U), ("double", D), ("string", S), ("bool", B), ("bytes", Y))
     return [
         # library/quantity.go
         _fn("quantity", ("string_to_quantity", Q, [S], False, _quantity)),
@@ -508,19 +507,12 @@ def _library() -> list[cel.FunctionDecl]:
             ("string_find_all_string", L(S), [S, S], True, _find_all),
             ("string_find_all_string_int", L(S), [S, S, I], True, _find_all),
         ),
-        # library/lists.go (no type parameters in cel-expr-python: one overload per element type)
-        _fn(
-            "isSorted",
-            *((f"list_{n}_is_sorted", B, [L(t)], True, _is_sorted if n == "int" else None) for n, t in ordered),
-        ),
-        _fn(
-            "sum",
-            ("list_int_sum", I, [L(I)], True, _sum),
-            ("list_uint_sum", U, [L(U)], True, None),
-            ("list_double_sum", D, [L(D)], True, None),
-        ),
-        _fn("min", *((f"list_{n}_min", t, [L(t)], True, _min if n == "int" else None) for n, t in ordered)),
-        _fn("max", *((f"list_{n}_max", t, [L(t)], True, _max if n == "int" else None) for n, t in ordered)),
+        # library/lists.go. cel-expr-python has no type parameters and dispatches on value
+        # kinds, so each function is one overload on list(dyn) whose result is dyn.
+        _fn("isSorted", ("list_is_sorted", B, [L(cel.Type.DYN)], True, _is_sorted)),
+        _fn("sum", ("list_sum", cel.Type.DYN, [L(cel.Type.DYN)], True, _sum)),
+        _fn("min", ("list_min", cel.Type.DYN, [L(cel.Type.DYN)], True, _min)),
+        _fn("max", ("list_max", cel.Type.DYN, [L(cel.Type.DYN)], True, _max)),
     ]
 
 
@@ -573,6 +565,10 @@ _MIXED_NUMERIC = re.compile(
 )
 
 
+_CEL_GO_TEXT = {"divide by zero": "division by zero", "modulo by zero": "modulus by zero"}
+"""cel-cpp's runtime texts that cel-go words differently."""
+
+
 def _status_text(exc: BaseException) -> str:
     """cel-cpp's ``absl::Status`` text without its code: ``INVALID_ARGUMENT: x [INVALID_ARGUMENT]`` -> ``x``."""
     text = str(exc)
@@ -586,6 +582,8 @@ def _runtime_text(text: str) -> str:
     m = _NO_KEY.match(text)
     if m:
         return f"no such key: {m.group(1)}"
+    if text in _CEL_GO_TEXT:
+        return _CEL_GO_TEXT[text]
     if text.startswith("No matching overloads found") or text.startswith("No overload found"):
         return "no such overload"
     return text
@@ -717,8 +715,29 @@ def _type_name(t: cel.Type) -> str:
     return _TYPE_NAMES.get(name, name)
 
 
+_REGEX_LITERAL = re.compile(
+    r"""\.\s*(?:matches|find|findAll)\s*\(\s*"""
+    r"""(?:"((?:[^"\\\n]|\\.)*)"|'((?:[^'\\\n]|\\.)*)')\s*[,)]"""
+)
+"""A regex function called with a string literal pattern (plain escapes only)."""
+
+
+def _check_regex_literals(expression: str) -> None:
+    """cel-go compiles literal patterns when it plans the program (``OptOptimize``), so a bad
+    one is a compile error upstream; cel-cpp finds it only at evaluation."""
+    for m in _REGEX_LITERAL.finditer(expression):
+        pattern = m.group(1) if m.group(1) is not None else m.group(2)
+        if "\\" in pattern:
+            continue  # escapes: leave the pattern to the runtime rather than decode CEL escapes
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise CELCompileError(f"program instantiation failed: error parsing regexp: {exc}") from None
+
+
 def _compile(expression: str) -> CompiledSelector:
     env = environment()
+    _check_regex_literals(expression)
     try:
         compiled = env.compile(expression)
     except RuntimeError as exc:
