@@ -12,7 +12,7 @@ from typing import Any, cast
 import msgspec
 import pytest
 
-from ome_scheduler import debugger as debugger_mod
+from ome_scheduler.app import debugger as debugger_mod
 from ome_scheduler.api.core import Node, Pod
 from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.app.debugger import CacheDebugger
