@@ -408,7 +408,8 @@ class Explainer:
             held = []
             if pins is not None:
                 for g, pin in sorted(pins.by_group.items()):
-                    if g != key and pin.holding and pin.remaining > 0 and pin.domain == (tk, d):
+                    here = pin.domain.topology_key == tk and pin.domain.value == d
+                    if g != key and pin.holding and pin.remaining > 0 and here:
                         held.append(f"{g} ({pin.remaining} more)")
             dom = Domain(d, len(dnodes), room, plan.joinable and room >= need, held)
             if not dom.fits and room >= need:

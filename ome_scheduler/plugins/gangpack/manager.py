@@ -33,7 +33,7 @@ from ome_scheduler.logs import enabled, get_logger
 from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, template_signature
 from ome_scheduler.plugins.gangpack.gang import Gang, is_live, same_pod, topology_key_of
 from ome_scheduler.plugins.gangpack.metrics import GangMetrics, Trigger, refresh_domain_gauges
-from ome_scheduler.plugins.gangpack.pins import Pin, PinStore
+from ome_scheduler.plugins.gangpack.pins import Domain, Pin, PinStore
 from ome_scheduler.plugins.gangpack.placement import GangPlanner, RoomIndex
 from ome_scheduler.plugins.gangpack.survey import DomainSurvey
 from ome_scheduler.util.timestamps import parse_rfc3339
@@ -61,7 +61,7 @@ class GangManager:
         self.parked_by_hold: dict[PodKey, Pod] = {}
         """Pods rejected because of a hold: woken when any hold drains or is released."""
         self.templates_incomplete: set[GangKey] = set()
-        self.failed: dict[tuple[GangKey, str], set[tuple[str, str]]] = {}
+        self.failed: dict[tuple[GangKey, str], set[Domain]] = {}
         """(gang, PodGroup UID) -> (topology key, domain) pairs its last attempts failed in."""
         self.bind_times: dict[GangKey, list[float]] = {}
         self.indexes: dict[tuple[str, object, bool], RoomIndex[PodInfo, NodeInfo]] = {}
@@ -119,7 +119,7 @@ class GangManager:
         placement = None
         if pin is not None:
             state = PLACEMENT_HOLDING if pin.holding and pin.remaining > 0 else PLACEMENT_PINNED
-            placement = GangPlacement(pin.domain[0], pin.domain[1], state)
+            placement = GangPlacement(pin.domain.topology_key, pin.domain.value, state)
         self.handle.report_gang_placement(gang, placement)
 
     def park_by_hold(self, pod: PodInfo) -> None:
@@ -163,7 +163,7 @@ class GangManager:
 
         released = self.pins.release_if(gang, token, on_release)
         for pin in told:
-            tk, domain = pin.domain
+            tk, domain = pin.domain.topology_key, pin.domain.value
             self.pod_group_event(gang, "Normal", "HoldReleased", f"released the hold on {tk}={domain}: {why}")
         if released:
             if unwind:
@@ -185,7 +185,7 @@ class GangManager:
             waited = time.monotonic() - since
             if waited >= gang.timeout - 0.5:
                 placed = sum(1 for _, n in self.handle.pod_groups().placed_members(gang.key) if n is not None)
-                tk, domain = pin.domain
+                tk, domain = pin.domain.topology_key, pin.domain.value
                 note = (
                     f"timed out after {gang.timeout}s waiting at Permit with {placed} of {gang.min_member} members "
                     f"on nodes in {tk}={domain}"
@@ -224,7 +224,7 @@ class GangManager:
             if had:
                 return Status.unschedulable(f"released commitment owned by a previous PodGroup instance {key}")
             pin = None
-        if pin is not None and pin.domain[0] and pin.domain[0] != tk:
+        if pin is not None and pin.domain.topology_key and pin.domain.topology_key != tk:
             had = bool(self.waiters(key, pin.token))
             self.release(key, pin.owner, pin.token, None, mark_failed=False, why=f"its topology key is now {tk}")
             self.metrics.pin("topology_replan")
@@ -238,19 +238,19 @@ class GangManager:
         count = len(placed_pods)
         placed = {p.name for p, _ in placed_pods}
         placed_domains = {n.labels.get(tk, "") for _, n in placed_pods}
-        if pin is not None and pin.domain[0] == tk and placed_domains - {pin.domain[1]}:
+        if pin is not None and pin.domain.topology_key == tk and placed_domains - {pin.domain.value}:
             # Rule 9: a placed member's node left the pinned domain (relabelled or unlabelled):
             # the pin no longer describes the gang and must not proceed. Release it (its waiters
             # are rejected and forgotten); the next attempt adopts the domain of the members
             # still bound, if any.
-            outside = sorted(placed_domains - {pin.domain[1]})
+            outside = sorted(placed_domains - {pin.domain.value})
             why = f"members are placed in {outside[0] or '(no domain)'}, outside it"
             self.release(key, pin.owner, pin.token, None, mark_failed=False, unwind=False, why=why)
             self.metrics.pin("stale_replan")
-            log.info("gangpack.pinGang.stale_replan", v=4, gang=key, releasedDomain=pin.domain[1])
+            log.info("gangpack.pinGang.stale_replan", v=4, gang=key, releasedDomain=pin.domain.value)
             return Status.unschedulable(
                 f"gang {key} has members in topology domain {outside[0] or '(none)'} outside its pinned domain "
-                f"{pin.domain[1]}: released the pin"
+                f"{pin.domain.value}: released the pin"
             )
         if "" in placed_domains or len(placed_domains) > 1:
             return Status.unresolvable(f"gang {key} already has members in multiple topology domains")
@@ -298,7 +298,7 @@ class GangManager:
         )
         index = self._room_index(tk, pod, opn) if planner.homogeneous else None
         survey = DomainSurvey(planner, need, tk, nodes, index, self.handle.get_node_info)
-        pinned_domain = pin.domain[1] if pin is not None else ""
+        pinned_domain = pin.domain.value if pin is not None else ""
 
         if enabled(4):
             focus = pinned_domain or placed_domain
@@ -368,7 +368,7 @@ class GangManager:
                     log.info("gangpack.pinGang.no_fit", v=4, gang=key, status=chosen.message())
                     return chosen
                 pin = chosen
-        domain = pin.domain[1]
+        domain = pin.domain.value
         p = survey.plan(domain)
         cands = planner.candidates(p) if p is not None else []
         if not cands:
@@ -383,12 +383,12 @@ class GangManager:
         failed = self.failed.get((key, gang.uid), set())
 
         def held(d: str) -> bool:
-            if pins.reserved.get((tk, d), 0) > 0:
+            if pins.reserved.get(Domain(tk, d), 0) > 0:
                 return True
             # A domain under another key that shares a physical node with a hold is held too.
             return bool(pins.reserved_nodes) and any(pins.reserved_nodes.get(n, 0) > 0 for n in survey.node_names_of(d))
 
-        d = survey.best_fit(lambda x: held(x) or (tk, x) in failed)
+        d = survey.best_fit(lambda x: held(x) or Domain(tk, x) in failed)
         if d is None and failed:
             self.failed.pop((key, gang.uid), None)
             d = survey.best_fit(held)
@@ -487,7 +487,7 @@ class GangManager:
         pin = self.pins.get(gang)
         if pin is None or pin.token != token:
             return False
-        tk, domain = pin.domain
+        tk, domain = pin.domain.topology_key, pin.domain.value
         waiters = self.waiters(gang, token)
         for wp in waiters:
             ni = self.handle.get_node_info(wp.node)
@@ -516,11 +516,12 @@ class GangManager:
         if len(times) == size:
             self.metrics.bind_skew(times[-1] - times[0])
             pin = self.pins.get(gang.key)
-            where = f" in {pin.domain[0]}={pin.domain[1]}" if pin is not None else ""
+            where = f" in {pin.domain.topology_key}={pin.domain.value}" if pin is not None else ""
             note = f"all {size} members bound{where}, {times[-1] - times[0]:.3f}s from first to last"
             self.pod_group_event(gang.key, "Normal", "Bound", note)
             if pin is not None:
-                self.handle.report_gang_placement(gang.key, GangPlacement(*pin.domain, PLACEMENT_BOUND))
+                bound = GangPlacement(pin.domain.topology_key, pin.domain.value, PLACEMENT_BOUND)
+                self.handle.report_gang_placement(gang.key, bound)
             created = [p.pod.metadata.creation_timestamp for p in self.live_members(gang.key)]
             last = max((c for c in created if c), default=None)
             if last is not None:
@@ -549,7 +550,7 @@ class GangManager:
             if new is None or (pin.owner and new.metadata.uid != pin.owner):
                 why = "its PodGroup was deleted" if new is None else "its PodGroup was re-created"
                 self.release(key, pin.owner, 0, None, mark_failed=False, why=why)
-            elif pin.domain[0] != topology_key_of(new, self.args):
+            elif pin.domain.topology_key != topology_key_of(new, self.args):
                 why = f"its topology key is now {topology_key_of(new, self.args)}"
                 self.release(key, pin.owner, 0, None, mark_failed=False, why=why)
                 self.metrics.pin("topology_replan")
@@ -589,7 +590,7 @@ class GangManager:
             pin = self.pins.get(pi.gang_key)
             if pin is None or self.attempt_by_pod.get(pi.pod_key) != pin.token:
                 continue
-            tk, domain = pin.domain
+            tk, domain = pin.domain.topology_key, pin.domain.value
             if new is None or new.metadata.labels.get(tk, "") != domain:
                 log.info("gangpack.pinGang.stale_replan", v=4, gang=pi.gang_key, releasedDomain=domain, node=name)
                 why = f"node {name} left the domain while {pi.key} waited on it"
@@ -635,7 +636,7 @@ class GangManager:
                 continue
             self.pins.drop_hold(key)
             self.report(key)
-            tk, domain = pin.domain
+            tk, domain = pin.domain.topology_key, pin.domain.value
             log.info("gangpack.hold_expired", v=2, gang=key, domain=domain, topologyKey=tk)
             parts = split_gang_key(key)
             pg = self.handle.pod_groups().get(*parts) if parts else None
@@ -662,7 +663,7 @@ class GangManager:
         out: list[tuple[str, str, str]] = []
         now = time.monotonic()
         for key, pin in self.pins.by_group.items():
-            tk, domain = pin.domain
+            tk, domain = pin.domain.topology_key, pin.domain.value
             uid = truth.pod_groups.get(key)
             if uid is None:
                 out.append((key, "pin-without-podgroup", f"pinned to {tk}={domain} but its PodGroup does not exist"))

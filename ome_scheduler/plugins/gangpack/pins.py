@@ -15,11 +15,20 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ome_scheduler.framework.types import GangKey
 
-Domain = tuple[str, str]
-"""(topology key, domain value): the same value under two keys is two domains."""
+
+class Domain(NamedTuple):
+    """One topology domain: the nodes whose label ``topology_key`` is ``value``.
+
+    The same value under two keys is two domains. A NamedTuple, so the dicts keyed by it
+    (:attr:`PinStore.reserved`, the manager's failed domains) hash it at tuple speed.
+    """
+
+    topology_key: str
+    value: str
 
 
 @dataclass(slots=True)
@@ -107,7 +116,7 @@ class PinStore:
         holding: bool = True,
     ) -> Pin:
         """Create a fresh pin of ``domain`` reserving ``gang_size`` slots (held unless ``holding`` is False)."""
-        return self._new(group, owner, (topology_key, domain), gang_size, nodes, holding)
+        return self._new(group, owner, Domain(topology_key, domain), gang_size, nodes, holding)
 
     def set_reservation(
         self,
@@ -123,7 +132,7 @@ class PinStore:
         old = self.by_group.get(group)
         if old is not None:
             self._set_remaining(old, 0)
-        return self._new(group, owner, (topology_key, domain), remaining, nodes, holding)
+        return self._new(group, owner, Domain(topology_key, domain), remaining, nodes, holding)
 
     def get(self, group: GangKey) -> Pin | None:
         """The gang's pin, or None when it has none."""
@@ -181,7 +190,7 @@ class PinStore:
             return True
         # A pin made without a node set (none known at creation) holds the domain by label.
         for c in self.by_group.values():
-            if c.holding and c.remaining > 0 and not c.nodes and labels.get(c.domain[0]) == c.domain[1]:
+            if c.holding and c.remaining > 0 and not c.nodes and labels.get(c.domain.topology_key) == c.domain.value:
                 return True
         return False
 

@@ -142,7 +142,7 @@ class OMEGangPack(
         if isinstance(pinned, Status):
             return None, pinned
         pin, candidates = pinned
-        state.write(PIN_KEY, CyclePin(pin.domain[1], gang.topology_key, gang, pin.token))
+        state.write(PIN_KEY, CyclePin(pin.domain.value, gang.topology_key, gang, pin.token))
         return candidates, None
 
     # ---- Filter / PostFilter --------------------------------------------------------------
