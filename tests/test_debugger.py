@@ -12,9 +12,9 @@ from typing import Any, cast
 import msgspec
 import pytest
 
-from ome_scheduler.app import debugger as debugger_mod
 from ome_scheduler.api.core import Node, Pod
 from ome_scheduler.api.scheduling import PodGroup
+from ome_scheduler.app import debugger as debugger_mod
 from ome_scheduler.app.debugger import CacheDebugger
 from ome_scheduler.app.informers import INFORMERS, build_informer
 from ome_scheduler.config.load import parse_config
