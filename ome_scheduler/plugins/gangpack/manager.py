@@ -33,7 +33,7 @@ from ome_scheduler.logs import enabled, get_logger
 from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, template_signature
 from ome_scheduler.plugins.gangpack.gang import Gang, is_live, same_pod, topology_key_of
 from ome_scheduler.plugins.gangpack.metrics import GangMetrics, Trigger, refresh_domain_gauges
-from ome_scheduler.plugins.gangpack.pins import Domain, Pin, PinStore
+from ome_scheduler.plugins.gangpack.pins import ANY_PIN, Domain, Pin, PinStore
 from ome_scheduler.plugins.gangpack.placement import GangPlanner, RoomIndex
 from ome_scheduler.plugins.gangpack.survey import DomainSurvey
 from ome_scheduler.util.timestamps import parse_rfc3339
@@ -132,15 +132,16 @@ class GangManager:
         self,
         gang: GangKey,
         owner: str,
-        token: int,
-        pod: PodInfo | None,
-        mark_failed: bool,
+        token: int | None,
         *,
+        pod: PodInfo | None = None,
+        mark_failed: bool = False,
         unwind: bool = True,
         why: str = "",
     ) -> bool:
-        """The shared release routine: end the pin (token 0: whatever pin the gang has), reject
-        that attempt's waiters, wake the pods its hold parked, forget ``pod``'s attempt.
+        """The shared release routine: end the pin with ``token`` (:data:`ANY_PIN`: whatever pin
+        the gang has), reject that attempt's waiters, wake the pods its hold parked, forget
+        ``pod``'s attempt.
 
         ``mark_failed`` records the domain as failed for the gang's next plan (PostFilter).
         ``unwind=False`` is the stale-pin replan: product rule 5 makes it reject waiters and
@@ -171,7 +172,7 @@ class GangManager:
             self.metrics.pinned_groups(len(self.pins))
             self.report(gang)
             self.wake_parked_by_hold()
-        if pod is not None and token and self.attempt_by_pod.get(pod.pod_key) == token:
+        if pod is not None and token is not ANY_PIN and self.attempt_by_pod.get(pod.pod_key) == token:
             del self.attempt_by_pod[pod.pod_key]
         return released
 
@@ -191,15 +192,15 @@ class GangManager:
                     f"on nodes in {tk}={domain}"
                 )
                 self.pod_group_event(gang.key, "Warning", "TimedOut", note)
-                self.release(gang.key, gang.uid, token, pod, mark_failed=False)
+                self.release(gang.key, gang.uid, token, pod=pod)
                 return
-        self.release(gang.key, gang.uid, token, pod, mark_failed=False, why=f"member {pod.key} failed after Reserve")
+        self.release(gang.key, gang.uid, token, pod=pod, why=f"member {pod.key} failed after Reserve")
 
     def forget_missing_gang(self, gang: GangKey) -> None:
         """The gang's PodGroup is gone: release its pin and forget its failed domains."""
         pin = self.pins.get(gang)
         if pin is not None:
-            self.release(gang, pin.owner, 0, None, mark_failed=False, why="its PodGroup is gone")
+            self.release(gang, pin.owner, ANY_PIN, why="its PodGroup is gone")
         for k in [k for k in self.failed if k[0] == gang]:
             del self.failed[k]
 
@@ -219,14 +220,14 @@ class GangManager:
             # The PodGroup was deleted and re-created: the old instance's pin is void.
             had = bool(self.waiters(key, pin.token))
             old_owner = pin.owner
-            self.release(key, old_owner, pin.token, None, mark_failed=False, why="its PodGroup was re-created")
+            self.release(key, old_owner, pin.token, why="its PodGroup was re-created")
             self.failed.pop((key, old_owner), None)
             if had:
                 return Status.unschedulable(f"released commitment owned by a previous PodGroup instance {key}")
             pin = None
         if pin is not None and pin.domain.topology_key and pin.domain.topology_key != tk:
             had = bool(self.waiters(key, pin.token))
-            self.release(key, pin.owner, pin.token, None, mark_failed=False, why=f"its topology key is now {tk}")
+            self.release(key, pin.owner, pin.token, why=f"its topology key is now {tk}")
             self.metrics.pin("topology_replan")
             if had:
                 return Status.unschedulable(f"released commitment after topology key changed for {key}")
@@ -245,7 +246,7 @@ class GangManager:
             # still bound, if any.
             outside = sorted(placed_domains - {pin.domain.value})
             why = f"members are placed in {outside[0] or '(no domain)'}, outside it"
-            self.release(key, pin.owner, pin.token, None, mark_failed=False, unwind=False, why=why)
+            self.release(key, pin.owner, pin.token, unwind=False, why=why)
             self.metrics.pin("stale_replan")
             log.info("gangpack.pinGang.stale_replan", v=4, gang=key, releasedDomain=pin.domain.value)
             return Status.unschedulable(
@@ -271,7 +272,7 @@ class GangManager:
             # holds nothing; lifting the last gate lets that member's PreFilter wake the others.
             if pin is not None:
                 why = f"members it needs are scheduling-gated ({', '.join(gated)})"
-                self.release(key, pin.owner, pin.token, None, mark_failed=False, why=why)
+                self.release(key, pin.owner, pin.token, why=why)
             self.templates_incomplete.add(key)
             return Status.unschedulable(f"waiting for scheduling-gated members of gang {key}: {', '.join(gated)}")
         if key in self.templates_incomplete:
@@ -323,7 +324,7 @@ class GangManager:
             # Stale pin: its domain vanished, or shrank below the gang before any member
             # was placed. Re-plan from scratch (a pin decision, not an unwind).
             why = "its domain changed and no longer fits the gang"
-            self.release(key, gang.uid, pin.token, None, mark_failed=False, unwind=False, why=why)
+            self.release(key, gang.uid, pin.token, unwind=False, why=why)
             self.metrics.pin("stale_replan")
             log.info("gangpack.pinGang.stale_replan", v=4, gang=key, releasedDomain=pinned_domain)
             pin = None
@@ -493,7 +494,7 @@ class GangManager:
             ni = self.handle.get_node_info(wp.node)
             if ni is None or ni.labels.get(tk, "") != domain:
                 why = f"member {wp.pod_info.key} waits on {wp.node}, which left the domain"
-                self.release(gang, pin.owner, token, None, mark_failed=False, why=why)
+                self.release(gang, pin.owner, token, why=why)
                 return False
         for wp in waiters:
             wp.allow(NAME)
@@ -549,10 +550,10 @@ class GangManager:
         if pin is not None:
             if new is None or (pin.owner and new.metadata.uid != pin.owner):
                 why = "its PodGroup was deleted" if new is None else "its PodGroup was re-created"
-                self.release(key, pin.owner, 0, None, mark_failed=False, why=why)
+                self.release(key, pin.owner, ANY_PIN, why=why)
             elif pin.domain.topology_key != topology_key_of(new, self.args):
                 why = f"its topology key is now {topology_key_of(new, self.args)}"
-                self.release(key, pin.owner, 0, None, mark_failed=False, why=why)
+                self.release(key, pin.owner, ANY_PIN, why=why)
                 self.metrics.pin("topology_replan")
             else:
                 self._follow_spec(key, pin, new)
@@ -594,7 +595,7 @@ class GangManager:
             if new is None or new.metadata.labels.get(tk, "") != domain:
                 log.info("gangpack.pinGang.stale_replan", v=4, gang=pi.gang_key, releasedDomain=domain, node=name)
                 why = f"node {name} left the domain while {pi.key} waited on it"
-                self.release(pi.gang_key, pin.owner, pin.token, None, mark_failed=False, unwind=False, why=why)
+                self.release(pi.gang_key, pin.owner, pin.token, unwind=False, why=why)
                 self.metrics.pin("stale_replan")
 
     def gc(self) -> None:
@@ -616,7 +617,7 @@ class GangManager:
                 pg = self.handle.pod_groups().get(*parts) if parts else None
                 stale = pg is None or pg.metadata.uid != owner
             why = "the gang has no live pods" if key not in live else "its PodGroup is gone or was re-created"
-            if stale and self.release(key, owner, 0, None, mark_failed=False, why=why):
+            if stale and self.release(key, owner, ANY_PIN, why=why):
                 self.failed.pop((key, owner), None)
 
     def _may_hold(self, gang: Gang) -> bool:

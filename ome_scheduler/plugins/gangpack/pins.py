@@ -15,9 +15,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from ome_scheduler.framework.types import GangKey
+
+ANY_PIN: Final = None
+"""The token that matches whatever pin a gang has (:meth:`PinStore.release_if`)."""
 
 
 class Domain(NamedTuple):
@@ -139,11 +142,11 @@ class PinStore:
         return self.by_group.get(group)
 
     def place_if(self, group: GangKey, token: int) -> tuple[bool, bool]:
-        """Drain one slot if the token matches: (placed, drained to 0)."""
+        """Drain one slot if the gang's pin has ``token``: (placed, drained to 0)."""
         c = self.by_group.get(group)
         # A stale token means the member planned under an earlier pin (released and re-pinned
         # since): it must not drain the new reservation.
-        if c is None or (token and c.token != token) or c.remaining <= 0:
+        if c is None or c.token != token or c.remaining <= 0:
             return False, False
         self._set_remaining(c, c.remaining - 1)
         return True, c.remaining == 0
@@ -160,23 +163,24 @@ class PinStore:
         return remaining > 0
 
     def set_remaining_if(self, group: GangKey, token: int, remaining: int) -> bool:
-        """Resize the pin's reservation (the gang's size changed) if the token matches (0: any);
-        returns whether the pin is now drained."""
+        """Resize the pin's reservation (the gang's size changed) if the gang's pin has
+        ``token``; returns whether the pin is now drained."""
         c = self.by_group.get(group)
-        if c is None or (token and c.token != token):
+        if c is None or c.token != token:
             return False
         self._set_remaining(c, remaining)
         return c.remaining == 0
 
     def is_drained(self, group: GangKey, token: int) -> bool:
-        """The gang's pin exists, matches ``token`` (0: any) and reserves nothing any more."""
+        """The gang's pin exists, has ``token`` and reserves nothing any more."""
         c = self.by_group.get(group)
-        return c is not None and (not token or c.token == token) and c.remaining == 0
+        return c is not None and c.token == token and c.remaining == 0
 
-    def release_if(self, group: GangKey, token: int, callback: Callable[[Pin], None] | None = None) -> bool:
-        """Delete the pin when the token matches (0 matches any); run ``callback`` before returning."""
+    def release_if(self, group: GangKey, token: int | None, callback: Callable[[Pin], None] | None = None) -> bool:
+        """Delete the gang's pin when it has ``token`` (:data:`ANY_PIN`: whatever pin it has);
+        run ``callback`` before returning."""
         c = self.by_group.get(group)
-        if c is None or (token and c.token != token):
+        if c is None or (token is not ANY_PIN and c.token != token):
             return False
         self._set_remaining(c, 0)
         del self.by_group[group]

@@ -183,7 +183,7 @@ class OMEGangPack(
                 self.gangs.park_by_hold(pod)
             return Status.unschedulable()
         why = f"member {pod.key} fit no node of the domain"
-        if self.gangs.release(pin.gang.key, pin.gang.uid, pin.token, pod, mark_failed=True, why=why):
+        if self.gangs.release(pin.gang.key, pin.gang.uid, pin.token, pod=pod, mark_failed=True, why=why):
             return Status.unschedulable("gang reservation released after all candidate nodes were filtered")
         return Status.unschedulable()
 

@@ -13,6 +13,7 @@ from ome_scheduler.framework.interface import CycleState, FrameworkOptions, Node
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import PodInfo, split_gang_key
 from ome_scheduler.metrics import Metrics
+from ome_scheduler.plugins.gangpack.pins import ANY_PIN
 from ome_scheduler.plugins.gangpack.plugin import PIN_KEY, CyclePin, OMEGangPack
 from ome_scheduler.plugins.registry import in_tree_registry
 from tests.builders import make_node, make_pod, make_pod_group
@@ -354,7 +355,7 @@ def test_adoption_after_restart_keeps_bound_domain() -> None:
     assert c is not None and c.remaining == 2
     assert h.events[-1][2:] == ("Adopted", f"adopted {DK}=a, where 1 members are already placed, holding it")
     # Past the gang's scheduleTimeoutSeconds an adopted pin holds nothing, and says so.
-    p.gangs.release("ns/g", c.owner, 0, None, mark_failed=False)
+    p.gangs.release("ns/g", c.owner, ANY_PIN)
     p.gangs.forming_since["ns/g"] -= 10_000
     prefilter(p, h, rest[0])
     again = p.gangs.pins.get("ns/g")
@@ -707,7 +708,7 @@ def test_hold_expires_at_the_gang_timeout_and_later_pins_do_not_hold() -> None:
     assert p.filter(CycleState(), solo, h.nodes["a1"]) is None  # usable by others now
     assert h.events and h.events[-1][:3] == ("g", "Warning", "HoldReleased")
     # the gang keeps trying, but a new pin made after its timeout holds nothing
-    p.gangs.release(g[0].gang_key, pin.owner, 0, None, mark_failed=False)
+    p.gangs.release(g[0].gang_key, pin.owner, ANY_PIN)
     p.gangs.forming_since[g[0].gang_key] -= 61
     schedule(p, h, g[1])
     again = p.gangs.pins.get(g[0].gang_key)
