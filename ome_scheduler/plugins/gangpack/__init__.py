@@ -34,8 +34,10 @@ The spec's own word for a pin's stored record, *commitment*, appears only in use
 messages that the spec fixes (``released commitment ...``).
 
 Rooms: ``plugin.py`` is the thin framework glue; ``gang.py`` resolves a gang from its
-PodGroup; ``manager.py`` keeps the gangs' pins and decides (PreFilter planning, Permit gate,
-releases, GC); ``survey.py`` is the pure per-cycle view of the domains; ``placement.py`` and
-``fit.py`` the pure algorithms; ``pins.py`` the pin store; ``hints.py`` the queueing hints;
-``metrics.py`` the plugin's metrics.
+PodGroup; ``state.py`` keeps the gangs' pins and records and the release routine;
+``planner.py`` is PreFilter's pin decision (``pin_gang``, step by step); ``manager.py`` the
+other decisions on that state (Reserve, the Permit gate, Unreserve, PostBind, PodGroup and
+node changes, GC, hold expiry); ``survey.py`` is the pure per-cycle view of the domains;
+``placement.py`` and ``fit.py`` the pure algorithms; ``pins.py`` the pin store; ``hints.py``
+the queueing hints; ``metrics.py`` the plugin's metrics.
 """
