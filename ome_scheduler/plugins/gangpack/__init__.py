@@ -1,4 +1,4 @@
-"""OMEGangPack: each gang in one topology domain, bound all or nothing (``spec/gangpack.md``).
+"""OMEGangPack: each gang in one topology domain, bound all or nothing (``docs/design/gang-scheduling.md``).
 
 Glossary. The code uses these words, each for one idea only:
 
@@ -30,8 +30,8 @@ release, unwind
     A release deletes a pin (and so its hold) and rejects the members of that attempt still
     waiting at Permit; a release caused by a failed attempt counts as an *unwind*.
 
-The spec's own word for a pin's stored record, *commitment*, appears only in user-facing
-messages that the spec fixes (``released commitment ...``).
+The design's own word for a pin's stored record, *commitment*, appears only in user-facing
+messages that the design fixes (``released commitment ...``).
 
 Rooms: ``plugin.py`` is the thin framework glue; ``gang.py`` resolves a gang from its
 PodGroup; ``state.py`` keeps the gangs' pins and records and the release routine;

@@ -1,7 +1,7 @@
 """The pin store: each gang's pin, and the reservation (hence the hold) it keeps while forming.
 
-Pure state, no I/O. Mirrors spec/gangpack.md §2.6 (where a stored pin is called a
-*commitment*): a :class:`Pin` binds a gang key to a (topology key, domain) with the
+Pure state, no I/O. Mirrors ``docs/design/gang-scheduling.md`` §2.6 (where a stored pin is
+called a *commitment*): a :class:`Pin` binds a gang key to a :class:`Domain` with the
 PodGroup UID as owner, a fresh token, the domain's node set at creation, and ``remaining``
 reserved slots. While ``remaining > 0`` every node of the set is held: other gangs see the
 domain's room as 0 and standalone pods are rejected there. Reserve drains one slot per
@@ -189,7 +189,7 @@ class PinStore:
         return True
 
     def blocks_node(self, node: str, labels: Mapping[str, str]) -> bool:
-        """Whether a standalone pod must avoid ``node`` (spec §2.6 "Blocks node")."""
+        """Whether a standalone pod must avoid ``node`` (design §2.6 "Blocks node")."""
         if self.reserved_nodes.get(node, 0) > 0:
             return True
         # A pin made without a node set (none known at creation) holds the domain by label.

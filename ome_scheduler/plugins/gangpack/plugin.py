@@ -1,6 +1,6 @@
 """OMEGangPack, the framework glue: each extension point asks the gang manager and translates.
 
-Implements ``spec/gangpack.md`` with its product rules (glossary in the package docstring):
+Implements ``docs/design/gang-scheduling.md`` with its product rules (glossary in the package docstring):
 
 * PreFilter resolves the gang from its PodGroup (§2.4, ``gang.py``), then the planner pins it
   (§3.7, ``planner.py``): follow the pin, adopt the domain of members already placed (rule 7),
@@ -52,7 +52,7 @@ from ome_scheduler.plugins.gangpack.metrics import GangMetrics
 from ome_scheduler.plugins.gangpack.state import NAME
 
 PIN_KEY = "gangpack.pin"
-"""CycleState key of the cycle's :class:`CyclePin` (spec §2.8)."""
+"""CycleState key of the cycle's :class:`CyclePin` (design §2.8)."""
 PACK_KEY = "gangpack.domainpack"
 """CycleState key of the standalone domain-packing state (§8)."""
 RESERVED_NODE = "node is reserved for a forming gang"

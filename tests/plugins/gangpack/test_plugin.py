@@ -82,7 +82,7 @@ def schedule(p: OMEGangPack, h: FakeHandle, pod: PodInfo) -> tuple[str, CycleSta
     return node, st, ps
 
 
-# ---- arguments (spec §12.2) --------------------------------------------------------------
+# ---- arguments (design §12.2) --------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -146,7 +146,7 @@ def test_split_gang_key() -> None:
         assert split_gang_key(bad) is None
 
 
-# ---- PreFilter validation (spec §2.4) ------------------------------------------------------
+# ---- PreFilter validation (design §2.4) ------------------------------------------------------
 
 
 def test_validation_messages_in_order() -> None:
@@ -201,7 +201,7 @@ def test_fallback_topology_key_and_standalone_passes() -> None:
     assert prefilter(p, h, solo)[:2] == (None, None)
 
 
-# ---- planning, holds and the worked examples (spec §3.8) -----------------------------------
+# ---- planning, holds and the worked examples (design §3.8) -----------------------------------
 
 
 def test_two_gangs_of_three_race_for_equal_domains() -> None:
@@ -501,7 +501,7 @@ def test_permit_without_prefilter_state() -> None:
     assert p.permit(CycleState(), PodInfo(make_pod("solo")), "n") == (None, 0.0)
 
 
-# ---- standalone domain packing (spec §8) ---------------------------------------------------
+# ---- standalone domain packing (design §8) ---------------------------------------------------
 
 
 def pack_scores(free: dict[str, int], total: dict[str, int]) -> dict[str, int]:
