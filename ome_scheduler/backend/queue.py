@@ -158,11 +158,11 @@ class SchedulingQueue:
     ) -> None:
         self.profiles = profiles
         """By scheduler name: the profile's hints, QueueSort key and PreEnqueue (read only)."""
-        self.metrics = metrics
-        self.initial_backoff = initial_backoff
-        self.max_backoff = max_backoff
-        self.max_in_unschedulable = max_in_unschedulable
-        self.clock = clock
+        self.metrics = metrics  # pending pods, incoming pods and unschedulable-plugin counts
+        self.initial_backoff = initial_backoff  # seconds; doubled per failure up to max_backoff
+        self.max_backoff = max_backoff  # 0: no backoff at all
+        self.max_in_unschedulable = max_in_unschedulable  # seconds before the leftover flush retries a pod
+        self.clock = clock  # monotonic seconds: timestamps, backoff expiry, the leftover flush
         first = next(iter(profiles.values()))
         self.active = _Heap(first.sort_key)
         """activeQ, in QueueSort order: filled by every move to active, drained by ``pop``."""
@@ -170,7 +170,8 @@ class SchedulingQueue:
         """backoffQ of pods plugins rejected, by backoff expiry: ``pop`` takes its head when
         activeQ is empty, ``flush_backoff_completed`` moves the expired ones to activeQ."""
         self.error_backoff = _Heap(lambda q: (q.backoff_expiration, *first.sort_key(q)))
-        """Pods whose cycle failed with an error (no rejector): only the flush moves them on."""
+        """Pods whose cycle failed with an error (no rejector): never popped before their backoff
+        ends; the flush (or ``activate``) moves them to activeQ."""
         self.unschedulable: dict[PodKey, QueuedPodInfo] = {}
         """unschedulablePods (gated pods too): left on a cluster event whose hint says Queue,
         on ``activate``, or after ``max_in_unschedulable`` seconds."""
@@ -182,11 +183,12 @@ class SchedulingQueue:
         trimmed by ``done``."""
         self._event_seq = itertools.count(1)
         """The one clock that numbers pops and in-flight events."""
-        self._wakeup = asyncio.Event()
-        self.closed = False
-        self._all_events = [ev for p in profiles.values() for ev in p.hints]
-        self._gauge_dirty = True
+        self._wakeup = asyncio.Event()  # set when a pod joins activeQ or backoffQ, or on close; pop waits
+        self.closed = False  # set by close: pop returns None, the flush loop ends
+        self._all_events = [ev for p in profiles.values() for ev in p.hints]  # every registered event
+        self._gauge_dirty = True  # set on every change; run refreshes scheduler_pending_pods each second
         self._pending_children = {q: metrics.pending_pods.labels(q) for q in (ACTIVE, BACKOFF, UNSCHEDULABLE, "gated")}
+        """``scheduler_pending_pods`` by queue, set by ``refresh_gauges``."""
 
     # ---- bookkeeping ------------------------------------------------------------------
 
