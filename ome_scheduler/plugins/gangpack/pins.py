@@ -93,7 +93,7 @@ class PinStore:
         c.remaining = new
 
     def _new(
-        self, group: GangKey, owner: str, domain: Domain, remaining: int, nodes: Iterable[str], holding: bool = True
+        self, group: GangKey, owner: str, domain: Domain, remaining: int, nodes: Iterable[str], *, holding: bool = True
     ) -> Pin:
         """Store a new pin with a fresh token; it starts at 0 and _set_remaining applies the hold."""
         c = Pin(
@@ -116,10 +116,11 @@ class PinStore:
         domain: str,
         nodes: Iterable[str],
         gang_size: int,
+        *,
         holding: bool = True,
     ) -> Pin:
         """Create a fresh pin of ``domain`` reserving ``gang_size`` slots (held unless ``holding`` is False)."""
-        return self._new(group, owner, Domain(topology_key, domain), gang_size, nodes, holding)
+        return self._new(group, owner, Domain(topology_key, domain), gang_size, nodes, holding=holding)
 
     def set_reservation(
         self,
@@ -129,13 +130,14 @@ class PinStore:
         domain: str,
         remaining: int,
         nodes: Iterable[str],
+        *,
         holding: bool = True,
     ) -> Pin:
         """Adoption: replace any pin of the group with a new one (new token)."""
         old = self.by_group.get(group)
         if old is not None:
             self._set_remaining(old, 0)
-        return self._new(group, owner, Domain(topology_key, domain), remaining, nodes, holding)
+        return self._new(group, owner, Domain(topology_key, domain), remaining, nodes, holding=holding)
 
     def get(self, group: GangKey) -> Pin | None:
         """The gang's pin, or None when it has none."""
