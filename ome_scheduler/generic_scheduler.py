@@ -75,7 +75,7 @@ class GenericScheduler:
         Raises:
             NoNodesAvailable: the cluster has no nodes.
             FitError: no node passed PreFilter and Filter.
-            RuntimeError: a plugin returned Error.
+            RuntimeError: a plugin returned Error or raised (its Error status's message).
         """
         all_nodes = self.cache.node_infos()
         if not all_nodes:
@@ -130,6 +130,8 @@ class GenericScheduler:
             totals = fw.run_score_cached(state, pi, feasible, positions, table)
         else:
             totals = fw.run_score(state, pi, feasible)
+        if isinstance(totals, Status):
+            raise RuntimeError(totals.message())
         return self.select_host(pi, feasible, totals)
 
     @staticmethod

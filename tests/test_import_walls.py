@@ -44,8 +44,11 @@ TOOLS_WITHOUT_IO = (
     "explainer",
 )
 WALLS: tuple[tuple[str, str, str], ...] = (
-    ("plugins", "framework.runtime", "plugins depend on framework interfaces, not the runtime"),
-    ("backend", "framework.runtime", "the backend depends on framework interfaces, not the runtime"),
+    *(
+        (room, f"framework.{runtime}", f"{who} on framework interfaces, not the runtime")
+        for room, who in (("plugins", "plugins depend"), ("backend", "the backend depends"))
+        for runtime in ("runtime", "profile", "scoring")
+    ),
     ("scheduler", "plugins.gangpack", "the core reaches OMEGangPack only through the registry and the Handle"),
     ("schedule_one", "plugins", "the scheduling cycle reaches plugins only through the framework"),
     ("generic_scheduler", "plugins", "node selection reaches plugins only through the framework"),

@@ -12,6 +12,16 @@ Mirrors ``pkg/scheduler/backend/queue/{scheduling_queue,active_queue,backoff_que
 * Cluster events move unschedulable pods whose rejector plugins registered a matching event
   and whose hint answers Queue; pods stuck longer than 5 minutes are flushed anyway.
 * PreEnqueue (SchedulingGates) keeps gated pods among the unschedulable pods, un-attempted.
+
+In-flight events (upstream's ``inFlightPods`` and ``inFlightEvents`` in ``active_queue.go``): a
+pod is *in flight* from ``pop`` until ``done`` (its scheduling cycle, its wait at Permit and
+the start of its binding cycle). A cluster event seen meanwhile cannot move the pod (it is in
+no queue), and the cycle may already have read the state the event changed. So every event
+seen while any pod is in flight is kept, numbered on one clock with the pops; when a pod
+fails, the events numbered after its pop are replayed against its rejector plugins' hints
+(``determineSchedulingHintForInFlightPod``): an event that may have made it schedulable sends
+it to backoffQ or activeQ instead of the unschedulable pods, so no event is lost. ``done``
+then drops the events older than every pod still in flight.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import Any
 
 from ome_scheduler.api.core import Pod
@@ -42,12 +53,34 @@ from ome_scheduler.metrics import Metrics
 
 log = get_logger()
 
-QUEUE_SKIP, QUEUE_AFTER_BACKOFF, QUEUE_IMMEDIATELY = 0, 1, 2
+
+class QueueingStrategy(IntEnum):
+    """``queueingStrategy``: where a cluster event (or a failure) sends an unschedulable pod."""
+
+    SKIP = 0
+    """``queueSkip``: stay among the unschedulable pods."""
+    AFTER_BACKOFF = 1
+    """``queueAfterBackoff``: to backoffQ, or to activeQ when its backoff already expired."""
+    IMMEDIATELY = 2
+    """``queueImmediately``: to activeQ, backoff skipped (a Pending plugin's hint said Queue)."""
+
+
 ACTIVE, BACKOFF, UNSCHEDULABLE = "active", "backoff", "unschedulable"
 BACKOFF_WINDOW = 1.0
 """``backoffQOrderingWindowDuration``: backoff expirations are aligned to this grid (s)."""
 
 HintMap = dict[ClusterEvent, list[tuple[str, ClusterEventWithHint[Any]]]]
+
+
+@dataclass(frozen=True, slots=True)
+class InFlightEvent:
+    """``clusterEvent``: one cluster event seen while a pod was in flight, numbered after the
+    pops that came before it."""
+
+    seq: int
+    event: ClusterEvent
+    old: Any
+    new: Any
 
 
 @dataclass
@@ -124,24 +157,38 @@ class SchedulingQueue:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.profiles = profiles
-        self.metrics = metrics
-        self.initial_backoff = initial_backoff
-        self.max_backoff = max_backoff
-        self.max_in_unschedulable = max_in_unschedulable
-        self.clock = clock
+        """By scheduler name: the profile's hints, QueueSort key and PreEnqueue (read only)."""
+        self.metrics = metrics  # pending pods, incoming pods and unschedulable-plugin counts
+        self.initial_backoff = initial_backoff  # seconds; doubled per failure up to max_backoff
+        self.max_backoff = max_backoff  # 0: no backoff at all
+        self.max_in_unschedulable = max_in_unschedulable  # seconds before the leftover flush retries a pod
+        self.clock = clock  # monotonic seconds: timestamps, backoff expiry, the leftover flush
         first = next(iter(profiles.values()))
         self.active = _Heap(first.sort_key)
+        """activeQ, in QueueSort order: filled by every move to active, drained by ``pop``."""
         self.backoff = _Heap(lambda q: (q.backoff_expiration, *first.sort_key(q)))
+        """backoffQ of pods plugins rejected, by backoff expiry: ``pop`` takes its head when
+        activeQ is empty, ``flush_backoff_completed`` moves the expired ones to activeQ."""
         self.error_backoff = _Heap(lambda q: (q.backoff_expiration, *first.sort_key(q)))
+        """Pods whose cycle failed with an error (no rejector): never popped before their backoff
+        ends; the flush (or ``activate``) moves them to activeQ."""
         self.unschedulable: dict[PodKey, QueuedPodInfo] = {}
+        """unschedulablePods (gated pods too): left on a cluster event whose hint says Queue,
+        on ``activate``, or after ``max_in_unschedulable`` seconds."""
         self.in_flight: dict[PodKey, int] = {}
-        self._events: list[tuple[int, ClusterEvent, Any, Any]] = []
+        """Pods popped and not yet ``done`` -> the number ``pop`` gave them (module docstring)."""
+        self._events: list[InFlightEvent] = []
+        """Events seen while any pod was in flight, oldest first: appended by
+        ``_record_in_flight_event`` and ``activate``, replayed by ``_hint_for_in_flight``,
+        trimmed by ``done``."""
         self._event_seq = itertools.count(1)
-        self._wakeup = asyncio.Event()
-        self.closed = False
-        self._all_events = [ev for p in profiles.values() for ev in p.hints]
-        self._gauge_dirty = True
+        """The one clock that numbers pops and in-flight events."""
+        self._wakeup = asyncio.Event()  # set when a pod joins activeQ or backoffQ, or on close; pop waits
+        self.closed = False  # set by close: pop returns None, the flush loop ends
+        self._all_events = [ev for p in profiles.values() for ev in p.hints]  # every registered event
+        self._gauge_dirty = True  # set on every change; run refreshes scheduler_pending_pods each second
         self._pending_children = {q: metrics.pending_pods.labels(q) for q in (ACTIVE, BACKOFF, UNSCHEDULABLE, "gated")}
+        """``scheduler_pending_pods`` by queue, set by ``refresh_gauges``."""
 
     # ---- bookkeeping ------------------------------------------------------------------
 
@@ -255,28 +302,28 @@ class SchedulingQueue:
         self._signal()
         return True
 
-    def _requeue(self, q: QueuedPodInfo, strategy: int, event: str) -> str:
-        if strategy == QUEUE_SKIP:
+    def _requeue(self, q: QueuedPodInfo, strategy: QueueingStrategy, event: str) -> str:
+        if strategy == QueueingStrategy.SKIP:
             self.unschedulable[_uid(q)] = q
             self._incoming(UNSCHEDULABLE, event)
             return UNSCHEDULABLE
-        if strategy == QUEUE_AFTER_BACKOFF and self._is_backing_off(q):
+        if strategy == QueueingStrategy.AFTER_BACKOFF and self._is_backing_off(q):
             return BACKOFF if self._move_to_backoff(q, event) else UNSCHEDULABLE
         return ACTIVE if self._move_to_active(q, event) else UNSCHEDULABLE
 
-    def _worth_requeuing(self, q: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> int:
+    def _worth_requeuing(self, q: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> QueueingStrategy:
         """``isPodWorthRequeuing``."""
         rejectors = q.unschedulable_plugins | q.pending_plugins
         if not rejectors:
-            return QUEUE_AFTER_BACKOFF
+            return QueueingStrategy.AFTER_BACKOFF
         if event.is_wildcard():
             if isinstance(new, Pod) and pod_key(new.metadata) != q.pod_info.pod_key:
-                return QUEUE_SKIP
-            return QUEUE_AFTER_BACKOFF
+                return QueueingStrategy.SKIP
+            return QueueingStrategy.AFTER_BACKOFF
         p = self._profile(q)
         if p is None:
-            return QUEUE_AFTER_BACKOFF
-        strategy = QUEUE_SKIP
+            return QueueingStrategy.AFTER_BACKOFF
+        strategy = QueueingStrategy.SKIP
         for registered, hints in p.hints.items():
             if not registered.matches(event):
                 continue
@@ -296,10 +343,10 @@ class SchedulingQueue:
                 if hint == QueueingHint.QUEUE_SKIP:
                     continue
                 if plugin in q.pending_plugins:
-                    return QUEUE_IMMEDIATELY
+                    return QueueingStrategy.IMMEDIATELY
                 if not q.pending_plugins:
-                    return QUEUE_AFTER_BACKOFF
-                strategy = QUEUE_AFTER_BACKOFF
+                    return QueueingStrategy.AFTER_BACKOFF
+                strategy = QueueingStrategy.AFTER_BACKOFF
         return strategy
 
     def _interesting(self, event: ClusterEvent) -> bool:
@@ -307,7 +354,7 @@ class SchedulingQueue:
 
     def _record_in_flight_event(self, event: ClusterEvent, old: Any, new: Any) -> None:
         if self.in_flight:
-            self._events.append((next(self._event_seq), event, old, new))
+            self._events.append(InFlightEvent(next(self._event_seq), event, old, new))
 
     # ---- public API -------------------------------------------------------------------
 
@@ -336,7 +383,7 @@ class SchedulingQueue:
             q.pod_info = pi
             for ev in events:
                 hint = self._worth_requeuing(q, ev, old, pi.pod)
-                if hint == QUEUE_SKIP:
+                if hint == QueueingStrategy.SKIP:
                     continue
                 del self.unschedulable[uid]
                 where = self._requeue(q, hint, ev.label())
@@ -389,7 +436,7 @@ class SchedulingQueue:
             self._events.clear()
         else:
             oldest = min(self.in_flight.values())
-            self._events = [e for e in self._events if e[0] > oldest]
+            self._events = [e for e in self._events if e.seq > oldest]
 
     def add_unschedulable_if_not_present(self, q: QueuedPodInfo) -> None:
         """``AddUnschedulableIfNotPresent``: requeue a pod that failed its cycle."""
@@ -413,18 +460,19 @@ class SchedulingQueue:
             self.done(uid)
             self._gauge()
 
-    def _hint_for_in_flight(self, q: QueuedPodInfo) -> int:
+    def _hint_for_in_flight(self, q: QueuedPodInfo) -> QueueingStrategy:
+        """``determineSchedulingHintForInFlightPod``: the events since ``q``'s pop, against its hints."""
         if not q.unschedulable_plugins and not q.pending_plugins:
-            return QUEUE_AFTER_BACKOFF
+            return QueueingStrategy.AFTER_BACKOFF
         start = self.in_flight.get(_uid(q), 0)
-        strategy = QUEUE_SKIP
-        for seq, ev, old, new in self._events:
-            if seq <= start:
+        strategy = QueueingStrategy.SKIP
+        for e in self._events:
+            if e.seq <= start:
                 continue
-            s = self._worth_requeuing(q, ev, old, new)
-            if s == QUEUE_IMMEDIATELY:
+            s = self._worth_requeuing(q, e.event, e.old, e.new)
+            if s == QueueingStrategy.IMMEDIATELY:
                 return s
-            if s == QUEUE_AFTER_BACKOFF:
+            if s == QueueingStrategy.AFTER_BACKOFF:
                 strategy = s
                 if not q.pending_plugins:
                     return s
@@ -440,7 +488,7 @@ class SchedulingQueue:
                 q = self.backoff.get(uid) or self.error_backoff.get(uid)
                 if q is None:
                     if uid in self.in_flight:
-                        self._events.append((next(self._event_seq), EVENT_FORCE_ACTIVATE, None, pod))
+                        self._events.append(InFlightEvent(next(self._event_seq), EVENT_FORCE_ACTIVATE, None, pod))
                     continue
                 from_backoff = True
             self._move_to_active(q, "ForceActivate", from_backoff)
@@ -462,7 +510,7 @@ class SchedulingQueue:
             if q.gated and not self._gating_events_match(q, event):
                 continue
             s = self._worth_requeuing(q, event, old, new)
-            if s == QUEUE_SKIP:
+            if s == QueueingStrategy.SKIP:
                 continue
             self.unschedulable.pop(_uid(q), None)
             self._requeue(q, s, event.label())

@@ -132,7 +132,7 @@ class OMEGangPackArgs(msgspec.Struct, frozen=True, kw_only=True):
 
 class OMEGangPackArgsV1(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=False):
     """OMEGangPack's ``args`` as decoded: permissive, and every optional field ``| None`` as the
-    upstream plugin's pointers are, so decoding errors read as spec §12.2 documents
+    upstream plugin's pointers are, so decoding errors read as design §12.2 documents
     (``decode OMEGangPack args: Expected `int | null`, got `str` - at `$.gcIntervalSeconds```).
 
     The one argument struct with an external (v1) shape of its own: the others decode as they are.

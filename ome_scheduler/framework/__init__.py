@@ -3,7 +3,9 @@
 Lives here (upstream ``pkg/scheduler/framework``): ``interface.py`` (the extension points'
 contracts and the Handle plugins see), ``status.py`` (Status and its codes), ``types.py``
 (PodInfo, NodeInfo, QueuedPodInfo, Resource), ``events.py`` (cluster events and queueing
-hints), ``runtime.py`` (runs a profile's plugins at each extension point; FitError),
+hints), ``profile.py`` (builds a profile's framework: defaults merged, plugins built,
+multiPoint expanded, weights), ``runtime.py`` (runs them at each extension point, with one
+rule for plugin exceptions; FitError), ``scoring.py`` (the Score path, plain and cached),
 ``waiting_pods.py`` (pods parked at Permit), ``equivalence.py`` (per-shape Filter/Score
 reuse), ``fence.py`` (no Binding from a leader whose lease may have passed). No I/O: the
 whole engine runs in unit tests and offline.

@@ -1,110 +1,66 @@
-"""The framework runtime: builds a profile's plugins and runs its extension points.
+"""The framework runtime: runs a profile's plugins at each extension point.
 
-Mirrors ``pkg/scheduler/framework/runtime/framework.go`` (v1.35.4): multiPoint expansion and
-ordering, PreFilter result merging (``node(s) didn't satisfy plugin ...``), Filter stopping
-at the first rejecting plugin, PostFilter message collection, weighted Score sums, Reserve
-and Unreserve (in reverse), Permit with waiting pods, and Bind trying plugins in order
-until one does not Skip. It also defines :class:`FitError`, whose text is byte-for-byte
-upstream's ``0/N nodes are available: ...``.
+Mirrors ``pkg/scheduler/framework/runtime/framework.go`` (v1.35.4): PreFilter result merging
+(``node(s) didn't satisfy plugin ...``), Filter stopping at the first rejecting plugin,
+PostFilter message collection, weighted Score sums (``scoring.py``), Reserve and Unreserve (in
+reverse), Permit with waiting pods, and Bind trying plugins in order until one does not Skip.
+The plugins themselves are built, expanded from ``multiPoint`` and weighed in ``profile.py``.
+It also defines :class:`FitError`, whose text is byte-for-byte upstream's
+``0/N nodes are available: ...``.
+
+One rule for plugin exceptions, at every extension point: **an exception raised by a plugin is
+that plugin's Error status** (``Status.as_error(exc)``, attributed to the plugin), and the
+extension point then proceeds exactly as upstream proceeds for an Error status there, with
+upstream's wrapping message:
+
+* PreEnqueue: the pod is gated by that plugin (logged ``Unexpected error running PreEnqueue
+  plugin``) and retried on its events, like any gated pod.
+* PreFilter: ``running PreFilter plugin "X": ...``; Filter: ``running "X" filter plugin: ...``;
+  PreScore: ``running PreScore plugin "X": ...``; Score: ``running Score plugins: plugin "X"
+  failed with: ...``; NormalizeScore: ``running Normalize on Score plugins: plugin "X" failed
+  with: ...``. The first such Error ends the point (no later plugin runs) and fails the
+  scheduling cycle with Error: ``FailedScheduling``, ``PodScheduled=False`` reason
+  ``SchedulerError``, a retry after backoff.
+* PostFilter: the Error (its text unwrapped) ends the point; the pod still fails as
+  Unschedulable with that text as the PostFilter message, as upstream's ``schedulingCycle``.
+* Reserve: ``running Reserve plugin "X": ...``; Permit: ``running Permit plugin "X": ...``.
+  The point stops there; every Reserve plugin is unreserved and the pod retried with backoff.
+* PreBind: ``running PreBind plugin "X": ...``; Bind: ``running Bind plugin "X": ...``. The
+  binding cycle fails: the pod is unreserved, forgotten and requeued.
+* Unreserve and PostBind cannot fail upstream: the exception is logged and the other plugins
+  still run.
+
+Upstream plugins do not raise; a Go panic there is not recovered into a status (the
+parallelizer's ``HandleCrashWithContext`` re-panics, ``ReallyCrash`` is true), so it ends the
+process. Here one plugin's bug costs the pod's attempt, not the scheduler. Returned statuses
+keep today's handling (a PreBind or Bind plugin's own Error status keeps its message).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import compress
-from operator import add
-from typing import Any, TypeVar
+from typing import Any
 
-from ome_scheduler.config.errors import ConfigError
-from ome_scheduler.config.types import PluginRef, Plugins, PluginSet, Profile
-from ome_scheduler.framework.equivalence import EquivalenceCache, ShapeTable
+from ome_scheduler.framework.equivalence import ShapeTable
 from ome_scheduler.framework.events import ClusterEvent, ClusterEventWithHint
 from ome_scheduler.framework.interface import (
-    MAX_NODE_SCORE,
-    BindPlugin,
     CycleState,
     FilterPlugin,
-    FrameworkOptions,
-    Handle,
     NodeToStatus,
     PermitPlugin,
-    Plugin,
-    PluginFactory,
-    PostBindPlugin,
-    PostFilterPlugin,
-    PreBindPlugin,
     PreEnqueuePlugin,
     PreFilterPlugin,
-    PreScorePlugin,
-    QueueSortPlugin,
     ReservePlugin,
-    ScorePlugin,
 )
+from ome_scheduler.framework.profile import FrameworkProfile
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
-from ome_scheduler.framework.waiting_pods import WaitingPod, WaitingPodsMap
+from ome_scheduler.framework.waiting_pods import WaitingPod
 from ome_scheduler.logs import get_logger
 
 log = get_logger()
-
-P = TypeVar("P", bound=Plugin)
-
-_POINTS: tuple[tuple[str, type[Plugin]], ...] = (
-    ("preEnqueue", PreEnqueuePlugin),
-    ("queueSort", QueueSortPlugin),
-    ("preFilter", PreFilterPlugin),
-    ("filter", FilterPlugin),
-    ("postFilter", PostFilterPlugin),
-    ("preScore", PreScorePlugin),
-    ("score", ScorePlugin),
-    ("reserve", ReservePlugin),
-    ("permit", PermitPlugin),
-    ("preBind", PreBindPlugin),
-    ("bind", BindPlugin),
-    ("postBind", PostBindPlugin),
-)
-
-
-def merge_plugin_set(default: PluginSet, custom: PluginSet) -> PluginSet:
-    """``mergePluginSet`` (``apis/config/v1/default_plugins.go``): custom settings over defaults.
-
-    Disabled names (or ``*``) drop defaults; a custom entry for a default plugin replaces it
-    in place; remaining custom entries are appended in their order.
-    """
-    disabled = {p.name for p in custom.disabled} | {p.name for p in default.disabled}
-    disabled_list = [PluginRef(name=p.name) for p in custom.disabled] + [
-        PluginRef(name=p.name) for p in default.disabled
-    ]
-    custom_enabled = {p.name: (i, p) for i, p in enumerate(custom.enabled)}
-    replaced: set[int] = set()
-    enabled: list[PluginRef] = []
-    if "*" not in disabled:
-        for d in default.enabled:
-            if d.name in disabled:
-                continue
-            if d.name in custom_enabled:
-                i, c = custom_enabled[d.name]
-                enabled.append(c)
-                replaced.add(i)
-            else:
-                enabled.append(d)
-    for i, c in enumerate(custom.enabled):
-        if i not in replaced:
-            enabled.append(c)
-    return PluginSet(enabled=enabled, disabled=disabled_list)
-
-
-def merge_plugins(default: Plugins, custom: Plugins | None) -> Plugins:
-    """``mergePlugins``: merge every extension point's set."""
-    if custom is None:
-        return default
-    out: dict[str, PluginSet] = {"multi_point": merge_plugin_set(default.multi_point, custom.multi_point)}
-    for camel, _ in _POINTS:
-        snake = "".join("_" + c.lower() if c.isupper() else c for c in camel)
-        out[snake] = merge_plugin_set(default.point(camel), custom.point(camel))
-    return Plugins(**out)
 
 
 @dataclass
@@ -158,129 +114,14 @@ class FitError(Exception):
         return msg
 
 
-class Framework:
-    """One profile's plugins, ordered per extension point, and the code that runs them.
+class Framework(FrameworkProfile):
+    """One profile's plugins, ordered per extension point (built by :class:`FrameworkProfile`:
+    ``Framework(profile, default_plugins, registry, handle, options, profile_index)``), and
+    the code that runs them.
 
     Raises ConfigError from the constructor when a plugin is unknown, registered twice at
     one point, or rejects its arguments.
     """
-
-    def __init__(
-        self,
-        profile: Profile,
-        default_plugins: Plugins,
-        registry: dict[str, PluginFactory],
-        handle: Handle,
-        options: FrameworkOptions,
-        profile_index: int = 0,
-    ) -> None:
-        self.profile_name = profile.scheduler_name
-        self.percentage_of_nodes_to_score = profile.percentage_of_nodes_to_score
-        self.metrics = options.metrics
-        self.handle = handle
-        self.waiting_pods = WaitingPodsMap()
-        self.fence = options.fence
-        self.equivalence = EquivalenceCache()
-        self._point_children: dict[tuple[str, str], Any] = {}
-        plugins = merge_plugins(default_plugins.model_copy(deep=True), profile.plugins)
-        args_by_name: dict[str, dict[str, Any] | None] = {}
-        for i, pc in enumerate(profile.plugin_config):
-            if pc.name in args_by_name:
-                raise ConfigError(f"profiles[{profile_index}].pluginConfig[{i}]: Duplicate value: {pc.name!r}")
-            args_by_name[pc.name] = pc.args
-        needed: list[str] = []
-        for p in plugins.multi_point.enabled:
-            needed.append(p.name)
-        for camel, _ in _POINTS:
-            needed.extend(p.name for p in plugins.point(camel).enabled)
-        self.plugins: dict[str, Plugin] = {}
-        for name in needed:
-            if name in self.plugins:
-                continue
-            factory = registry.get(name)
-            if factory is None:
-                raise ConfigError(
-                    f'profiles[{profile_index}].plugins: Invalid value: "{name}": plugin "{name}" does not exist'
-                )
-            try:
-                self.plugins[name] = factory(args_by_name.get(name), handle, options)
-            except ConfigError as exc:
-                raise ConfigError(f"profiles[{profile_index}].pluginConfig[{name}].args: {exc}") from exc
-        for name in args_by_name:
-            if name not in self.plugins:
-                raise ConfigError(
-                    f"profiles[{profile_index}].pluginConfig: Invalid value: {name!r}: "
-                    "plugin config for a plugin that is not enabled"
-                )
-        self.score_weights: dict[str, int] = {}
-        for p in plugins.multi_point.enabled:
-            if p.weight:
-                self.score_weights[p.name] = p.weight
-        for p in plugins.score.enabled:
-            if p.weight:
-                self.score_weights[p.name] = p.weight
-        self.pre_enqueue_plugins = self._expand("preEnqueue", PreEnqueuePlugin, plugins)
-        qs = self._expand("queueSort", QueueSortPlugin, plugins)
-        if len(qs) != 1:
-            raise ConfigError(
-                f"profiles[{profile_index}].plugins.queueSort: Invalid value: {len(qs)}: "
-                "only one queue sort plugin required for profile"
-            )
-        self.queue_sort = qs[0]
-        self.pre_filter_plugins = self._expand("preFilter", PreFilterPlugin, plugins)
-        self.filter_plugins = self._expand("filter", FilterPlugin, plugins)
-        self.post_filter_plugins = self._expand("postFilter", PostFilterPlugin, plugins)
-        self.pre_score_plugins = self._expand("preScore", PreScorePlugin, plugins)
-        self.score_plugins = self._expand("score", ScorePlugin, plugins)
-        self.reserve_plugins = self._expand("reserve", ReservePlugin, plugins)
-        self.permit_plugins = self._expand("permit", PermitPlugin, plugins)
-        self.pre_bind_plugins = self._expand("preBind", PreBindPlugin, plugins)
-        self.bind_plugins = self._expand("bind", BindPlugin, plugins)
-        if not self.bind_plugins:
-            raise ConfigError(
-                f"profiles[{profile_index}].plugins.bind: Invalid value: at least one bind plugin is needed"
-            )
-        self.post_bind_plugins = self._expand("postBind", PostBindPlugin, plugins)
-        self._token_plugins = [pl for pl in self.plugins.values() if type(pl).cache_token is not Plugin.cache_token]
-        for pl in self.score_plugins:
-            w = self.score_weights.setdefault(pl.name, 1)
-            if w <= 0 or w > 10_000_000:
-                raise ConfigError(f"profiles[{profile_index}].plugins.score: Invalid value: {w}: weight of {pl.name}")
-
-    def _expand(self, camel: str, base: type[P], plugins: Plugins) -> list[P]:
-        """``expandMultiPointPlugins`` for one extension point."""
-        ps = plugins.point(camel)
-        enabled = [p.name for p in ps.enabled]
-        disabled = {p.name for p in ps.disabled}
-        for n in enabled:
-            if not isinstance(self.plugins[n], base):
-                raise ConfigError(f"plugin {n!r} does not extend {camel} plugin")
-        if "*" in disabled:
-            return [self._as(n, base) for n in enabled]
-        multi: list[str] = []
-        overrides: list[str] = []
-        for p in plugins.multi_point.enabled:
-            pl = self.plugins[p.name]
-            if not isinstance(pl, base) or p.name in disabled:
-                continue
-            if p.name in enabled:
-                overrides.append(p.name)
-                continue
-            if p.name in multi:
-                raise ConfigError(f"plugin {p.name!r} already registered as {camel!r}")
-            multi.append(p.name)
-        # expandMultiPointPlugins: overrides (in multiPoint order), multiPoint-only plugins, then the rest.
-        order = overrides + multi + [n for n in enabled if n not in overrides]
-        seen: list[str] = []
-        for n in order:
-            if n not in seen:
-                seen.append(n)
-        return [self._as(n, base) for n in seen]
-
-    def _as(self, name: str, base: type[P]) -> P:
-        pl = self.plugins[name]
-        assert isinstance(pl, base)  # checked by _expand before
-        return pl
 
     # ---- queueing -------------------------------------------------------------------
 
@@ -428,7 +269,10 @@ class Framework:
         ret: Status | None = None
         for pl in self.pre_score_plugins:
             t0 = time.perf_counter()
-            s = pl.pre_score(state, pod, nodes)
+            try:
+                s = pl.pre_score(state, pod, nodes)
+            except Exception as exc:
+                s = Status.as_error(exc)
             self._plugin_metric(state, pl.name, "PreScore", s, t0)
             if s is not None and s.is_skip():
                 state.skip_score_plugins.add(pl.name)
@@ -439,32 +283,17 @@ class Framework:
         self._observe("PreScore", ret, start)
         return ret
 
-    def run_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
-        """``RunScorePlugins``: per node, the sum over plugins of normalised score x weight.
+    def run_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int] | Status:
+        """``RunScorePlugins``: per node, the sum over plugins of normalised score x weight, or
+        the Error of a Score or NormalizeScore plugin that raised (``scoring.py``).
 
         Raises:
             ValueError: a plugin returned a score outside ``0..100`` after normalising.
         """
         start = time.perf_counter()
-        totals = [0] * len(nodes)
-        skip = state.skip_score_plugins
-        for pl in self.score_plugins:
-            if pl.name in skip:
-                continue
-            t0 = time.perf_counter()
-            scores = pl.score(state, pod, nodes)
-            pl.normalize_score(state, pod, scores)
-            self._plugin_metric(state, pl.name, "Score", None, t0)
-            w = self.score_weights.get(pl.name, 1)
-            for i, sc in enumerate(scores):
-                if sc > MAX_NODE_SCORE or sc < 0:
-                    raise ValueError(
-                        f'plugin "{pl.name}" returns an invalid score {sc}, it should in the range of '
-                        f"[0, {MAX_NODE_SCORE}] after normalizing"
-                    )
-                totals[i] += sc * w
-        self._observe("Score", None, start)
-        return totals
+        out = self.scorer.score(state, pod, nodes, self._plugin_metric)
+        self._observe("Score", out if isinstance(out, Status) else None, start)
+        return out
 
     def filters_node_local(self, state: CycleState) -> bool:
         """Whether every Filter plugin taking part in this cycle is node-local."""
@@ -482,71 +311,17 @@ class Framework:
 
     def run_score_cached(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo], positions: Sequence[int], table: ShapeTable
-    ) -> list[int]:
-        """``run_score`` reusing scores kept in ``table`` (node-local plugins only).
-
-        ``nodes[k]`` is ``table.nodes[positions[k]]``. Plugins that keep the default
-        NormalizeScore contribute one kept weighted sum per node; the others keep raw scores,
-        normalised over this cycle's nodes. Only nodes the table has no score for are scored.
+    ) -> list[int] | Status:
+        """``run_score`` reusing scores kept in ``table`` (node-local plugins only; ``nodes[k]``
+        is ``table.nodes[positions[k]]``; see ``scoring.Scorer.score_cached``).
 
         Raises:
             ValueError: a plugin returned a score outside ``0..100`` after normalising.
         """
         start = time.perf_counter()
-        skip = state.skip_score_plugins
-        active = [pl for pl in self.score_plugins if pl.name not in skip]
-        plain = [pl for pl in active if type(pl).normalize_score is ScorePlugin.normalize_score]
-        normed = [pl for pl in active if type(pl).normalize_score is not ScorePlugin.normalize_score]
-        if plain:
-            table.set_plain_key(tuple(pl.name for pl in plain))
-            sums = table.plain
-            stale = table.plain_stale
-            missing = list(compress(positions, map(stale.__getitem__, positions)))
-            if missing:
-                sub = list(map(table.nodes.__getitem__, missing))
-                part = [0] * len(sub)
-                for pl in plain:
-                    w = self.score_weights.get(pl.name, 1)
-                    scores = pl.score(state, pod, sub)
-                    self._check_scores(pl.name, scores)
-                    part = list(map(add, part, map(w.__mul__, scores)))
-                for i, v in zip(missing, part, strict=True):
-                    sums[i] = v
-                    stale[i] = 0
-            totals = list(map(sums.__getitem__, positions))
-        else:
-            totals = [0] * len(positions)
-        for pl in normed:
-            name = pl.name
-            raw_all, raw_stale = table.raw_of(name)
-            missing = list(compress(positions, map(raw_stale.__getitem__, positions)))
-            if missing:
-                fresh = pl.score(state, pod, list(map(table.nodes.__getitem__, missing)))
-                for i, v in zip(missing, fresh, strict=True):
-                    raw_all[i] = v
-                    raw_stale[i] = 0
-            raw = list(map(raw_all.__getitem__, positions))
-            pl.normalize_score(state, pod, raw)
-            self._check_scores(name, raw)
-            w = self.score_weights.get(name, 1)
-            totals = list(map(add, totals, map(w.__mul__, raw)))
-        self._observe("Score", None, start)
-        return totals
-
-    @classmethod
-    def _check_scores(cls, name: str, scores: Sequence[int]) -> None:
-        """Every score in [0, MAX_NODE_SCORE], checked at C speed, else :meth:`_check_score`'s error."""
-        if scores and (max(scores) > MAX_NODE_SCORE or min(scores) < 0):
-            for sc in scores:
-                cls._check_score(name, sc)
-
-    @staticmethod
-    def _check_score(name: str, sc: int) -> None:
-        if sc > MAX_NODE_SCORE or sc < 0:
-            raise ValueError(
-                f'plugin "{name}" returns an invalid score {sc}, it should in the range of [0, {MAX_NODE_SCORE}] '
-                "after normalizing"
-            )
+        out = self.scorer.score_cached(state, pod, positions, table)
+        self._observe("Score", out if isinstance(out, Status) else None, start)
+        return out
 
     def run_reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
         """``RunReservePluginsReserve``: the first failing plugin's status (rejections keep their
@@ -640,7 +415,7 @@ class Framework:
         start = time.perf_counter()
         ret: Status | None = None
         for pl in self.pre_bind_plugins:
-            s = await pl.pre_bind(state, pod, node)
+            s = await _guarded(pl.pre_bind(state, pod, node), f'running PreBind plugin "{pl.name}"', pl.name)
             if s is not None and s.is_skip():
                 continue
             if s is not None and not s.is_success():
@@ -654,7 +429,7 @@ class Framework:
         start = time.perf_counter()
         ret: Status | None = Status(Code.SKIP)
         for pl in self.bind_plugins:
-            s = await pl.bind(state, pod, node)
+            s = await _guarded(pl.bind(state, pod, node), f'running Bind plugin "{pl.name}"', pl.name)
             if s is not None and s.is_skip():
                 continue
             ret = s.with_plugin(pl.name) if s is not None else None
@@ -666,5 +441,18 @@ class Framework:
         """``RunPostBindPlugins``: every plugin, in order."""
         start = time.perf_counter()
         for pl in self.post_bind_plugins:
-            pl.post_bind(state, pod, node)
+            # PostBind cannot fail upstream; a plugin that raises must not keep the others from
+            # running, nor fail a pod that is bound already.
+            try:
+                pl.post_bind(state, pod, node)
+            except Exception as exc:
+                log.error("PostBind plugin failed", plugin=pl.name, pod=pod.key, node=node, err=repr(exc), exc_info=exc)
         self._observe("PostBind", None, start)
+
+
+async def _guarded(call: Awaitable[Status | None], what: str, plugin: str) -> Status | None:
+    """Await a PreBind or Bind plugin: an exception is its Error status, wrapped as ``what: ...``."""
+    try:
+        return await call
+    except Exception as exc:
+        return Status(Code.ERROR, f"{what}: {exc}", plugin=plugin, error=exc)

@@ -35,7 +35,7 @@ PodKey = NewType("PodKey", str)
 for a pod that has none (objects built in unit tests)."""
 
 GangKey = NewType("GangKey", str)
-"""A gang: ``namespace/podgroup`` of the PodGroup its members' label names (spec §0.2)."""
+"""A gang: ``namespace/podgroup`` of the PodGroup its members' label names (design §0.2)."""
 
 
 def pod_key(meta: ObjectMeta) -> PodKey:
@@ -49,7 +49,7 @@ def gang_key(namespace: str, group: str) -> GangKey:
 
 
 def split_gang_key(key: str) -> tuple[str, str] | None:
-    """``(namespace, name)`` of a gang key split at the first ``/``; None when malformed (spec §2.1)."""
+    """``(namespace, name)`` of a gang key split at the first ``/``; None when malformed (design §2.1)."""
     i = key.find("/")
     if i <= 0 or i == len(key) - 1:
         return None

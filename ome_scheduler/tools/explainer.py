@@ -426,13 +426,12 @@ class Explainer:
                 for g, pin in sorted(pins.by_group.items()):
                     if g == key or not pin.holding or pin.remaining <= 0:
                         continue
-                    if pin.domain == (tk, d):
+                    if pin.domain.topology_key == tk and pin.domain.value == d:
                         held.append(f"{g} ({pin.remaining} more)")
                     elif pin.nodes & names:
                         # A hold under another topology key on some of these nodes holds this
                         # domain too (the scheduler's best fit skips it).
-                        ptk, pd = pin.domain
-                        held.append(f"{g} under {ptk}={pd} ({pin.remaining} more)")
+                        held.append(f"{g} under {pin.domain.topology_key}={pin.domain.value} ({pin.remaining} more)")
             dom = Domain(d, len(dnodes), room, plan.joinable and room >= need, held)
             if not dom.fits and room >= need:
                 dom.note = self._blocker(templates, need, others, dnodes)

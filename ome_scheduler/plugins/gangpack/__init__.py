@@ -1,4 +1,4 @@
-"""OMEGangPack: each gang in one topology domain, bound all or nothing (``spec/gangpack.md``).
+"""OMEGangPack: each gang in one topology domain, bound all or nothing (``docs/design/gang-scheduling.md``).
 
 Glossary. The code uses these words, each for one idea only:
 
@@ -30,12 +30,17 @@ release, unwind
     A release deletes a pin (and so its hold) and rejects the members of that attempt still
     waiting at Permit; a release caused by a failed attempt counts as an *unwind*.
 
-The spec's own word for a pin's stored record, *commitment*, appears only in user-facing
-messages that the spec fixes (``released commitment ...``).
+The design's own word for a pin's stored record, *commitment*, appears only in user-facing
+messages that the design fixes (``released commitment ...``).
 
 Rooms: ``plugin.py`` is the thin framework glue; ``gang.py`` resolves a gang from its
-PodGroup; ``manager.py`` keeps the gangs' pins and decides (PreFilter planning, Permit gate,
-releases, GC); ``survey.py`` is the pure per-cycle view of the domains; ``placement.py`` and
-``fit.py`` the pure algorithms; ``pins.py`` the pin store; ``hints.py`` the queueing hints;
-``metrics.py`` the plugin's metrics.
+PodGroup; ``state.py`` keeps the gangs' pins and records and the release routine;
+``planner.py`` is PreFilter's pin decision (``pin_gang``, step by step); ``manager.py`` the
+other decisions on that state (Reserve, the Permit gate, Unreserve, PostBind, PodGroup and
+node changes, GC, hold expiry); ``survey.py`` is the pure per-cycle view of the domains;
+``placement.py`` and ``fit.py`` the pure algorithms; ``pins.py`` the pin store; ``hints.py``
+the queueing hints; ``metrics.py`` the plugin's metrics.
+
+Citations: a "§3.7" (or "design §3.7") and a "rule 9" in this package name a heading of
+``docs/design/gang-scheduling.md`` (``tests/test_design_citations.py`` checks that each does).
 """

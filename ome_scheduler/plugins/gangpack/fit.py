@@ -1,4 +1,4 @@
-"""How many members of one template a node takes now (spec §3.1 under product rule 1).
+"""How many members of one template a node takes now (design §3.1 under product rule 1).
 
 A member fits a node when the node is schedulable for it (a cordoned node only for pods
 that tolerate ``node.kubernetes.io/unschedulable``, as kube-scheduler's NodeUnschedulable
@@ -6,7 +6,7 @@ does: product rule 6), every NoSchedule/NoExecute taint is tolerated, ``spec.nod
 (if set) names it, the required node affinity and nodeSelector match, and its requests fit
 the free allocatable. The count is the smallest ``free // request`` over requested
 resources, capped by free pod slots. Units: millicores, bytes, pods, extended units.
-Inter-pod affinity, spread constraints, ports and volumes are not modelled (spec §3.1);
+Inter-pod affinity, spread constraints, ports and volumes are not modelled (design §3.1);
 their failures surface through Filter and PostFilter.
 """
 

@@ -1,6 +1,6 @@
 """Gang resolution: from a member pod and its PodGroup to a validated :class:`Gang`.
 
-Implements ``spec/gangpack.md`` §2.1–§2.4: the gang key, the PodGroup fields read
+Implements ``docs/design/gang-scheduling.md`` §2.1–§2.4: the gang key, the PodGroup fields read
 (``minMember``, ``scheduleTimeoutSeconds``), the topology key (annotation first, then the
 configured fallback) and the PreFilter validation order with its exact messages. Pure: it
 reads the PodGroup through the Handle's lister and changes nothing.

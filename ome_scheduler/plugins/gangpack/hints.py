@@ -1,4 +1,4 @@
-"""OMEGangPack's queueing hints (``spec/gangpack.md`` §6.2).
+"""OMEGangPack's queueing hints (``docs/design/gang-scheduling.md`` §6.2).
 
 Each hint answers, for one pod this plugin rejected (the *target*) and one cluster event,
 whether the event may make the target schedulable (Queue) or not (QueueSkip). They are

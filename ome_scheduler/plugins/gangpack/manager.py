@@ -1,179 +1,49 @@
-"""The gang manager: every gang's pin, and the decisions OMEGangPack's extension points ask for.
+"""The gang manager: the decisions OMEGangPack's extension points ask for, past PreFilter.
+
+Lives here: :class:`GangManager`, the :class:`~ome_scheduler.plugins.gangpack.state.GangState`
+(``state.py``: every gang's pin and records, the release routine) with the decisions made on
+it: Reserve draining the reservation, the Permit gate (§4.1), Unreserve's release (§4.3),
+PostBind's bind skew, and the lifecycle outside the cycles: PodGroup and node changes (rule 9),
+the GC (§7), hold expiry (rule 8), the debugger's state check and the domain gauges.
+PreFilter's pin decision is the :class:`~ome_scheduler.plugins.gangpack.planner.PinPlanner`
+(``planner.py``) in :attr:`GangManager.planner`. Sections cite
+``docs/design/gang-scheduling.md``.
 
 Like scheduler-plugins' ``pkg/coscheduling/core/core.go`` (``PodGroupManager``) under the
-thin ``coscheduling.go`` plugin: the state lives here and the framework glue in
-``plugin.py`` only translates. State (``spec/gangpack.md`` §2.6, §2.7):
-
-* the pin store (pins with their reservations, hence the holds);
-* each waiting member's attempt token (so a release rejects exactly that attempt's waiters);
-* the pods parked by a hold (woken when any hold drains or is released);
-* gangs parked because their member templates were incomplete;
-* domains each gang failed in (tried last by the next plan);
-* bind times per gang (bind skew), per-shape room indexes, and the last planned shape per
-  topology key (what the domain gauges count in).
-
-Every method runs on the event loop inside a scheduling cycle or a background task, so no
-lock is needed; a release rejects the attempt's waiters before it returns, so no retry can
-pin again in between (the spec's "callback under the store lock").
+thin ``coscheduling.go`` plugin: the state and decisions live here and the framework glue in
+``plugin.py`` only translates.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
 
-from ome_scheduler.api.core import Node, Pod
-from ome_scheduler.api.scheduling import PLACEMENT_BOUND, PLACEMENT_HOLDING, PLACEMENT_PINNED, PodGroup, same_definition
+from ome_scheduler.api.core import Node
+from ome_scheduler.api.scheduling import PLACEMENT_BOUND, PodGroup, same_definition
 from ome_scheduler.config.pluginargs import OMEGangPackArgs
 from ome_scheduler.framework.interface import ClusterTruth, Handle
 from ome_scheduler.framework.status import Code, Status
-from ome_scheduler.framework.types import GangKey, GangPlacement, NodeInfo, PodInfo, PodKey, gang_key, split_gang_key
-from ome_scheduler.framework.waiting_pods import WaitingPod
-from ome_scheduler.logs import enabled, get_logger
-from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, template_signature
-from ome_scheduler.plugins.gangpack.gang import Gang, is_live, same_pod, topology_key_of
-from ome_scheduler.plugins.gangpack.metrics import GangMetrics, Trigger, refresh_domain_gauges
-from ome_scheduler.plugins.gangpack.pins import Pin, PinStore
-from ome_scheduler.plugins.gangpack.placement import GangPlanner, RoomIndex
-from ome_scheduler.plugins.gangpack.survey import DomainSurvey
+from ome_scheduler.framework.types import GangKey, GangPlacement, PodInfo, gang_key, split_gang_key
+from ome_scheduler.logs import get_logger
+from ome_scheduler.plugins.gangpack.gang import Gang, topology_key_of
+from ome_scheduler.plugins.gangpack.metrics import GangMetrics, refresh_domain_gauges
+from ome_scheduler.plugins.gangpack.pins import ANY_PIN, Pin
+from ome_scheduler.plugins.gangpack.planner import PinPlanner
+from ome_scheduler.plugins.gangpack.state import NAME, GangState
 from ome_scheduler.util.timestamps import parse_rfc3339
 
 log = get_logger()
 
-NAME = "OMEGangPack"
-MAX_TOPOLOGY_KEYS = 16
-"""Topology keys whose domains the ``ome_scheduler_domain_*`` gauges cover (most recent first)."""
-MAX_INDEXES = 16
-"""Room indexes kept (one per topology key and member shape), least recently used dropped."""
 
-
-class GangManager:
+class GangManager(GangState):
     """Pins, holds and Permit gates of every gang one OMEGangPack instance schedules."""
 
     def __init__(self, args: OMEGangPackArgs, handle: Handle, metrics: GangMetrics, scheduler_name: str) -> None:
-        self.args = args
-        self.handle = handle
-        self.metrics = metrics
-        self.scheduler_name = scheduler_name
-        self.pins = PinStore()
-        self.attempt_by_pod: dict[PodKey, int] = {}
-        """Each member at or past Permit -> the token of the pin it was placed under."""
-        self.parked_by_hold: dict[PodKey, Pod] = {}
-        """Pods rejected because of a hold: woken when any hold drains or is released."""
-        self.templates_incomplete: set[GangKey] = set()
-        self.failed: dict[tuple[GangKey, str], set[tuple[str, str]]] = {}
-        """(gang, PodGroup UID) -> (topology key, domain) pairs its last attempts failed in."""
-        self.bind_times: dict[GangKey, list[float]] = {}
-        self.indexes: dict[tuple[str, object, bool], RoomIndex[PodInfo, NodeInfo]] = {}
-        self.shapes: dict[str, PodInfo] = {}
-        """The last gang member planned per topology key: the shape the domain gauges count in."""
-        self.waiting_since: dict[PodKey, float] = {}
-        """When each member began waiting at Permit (monotonic): tells a timeout from other failures."""
-        self.forming_since: dict[GangKey, float] = {}
-        """Monotonic time each incomplete gang first held a domain; its holds end
-        ``scheduleTimeoutSeconds`` later until it completes or its PodGroup changes (rule 8)."""
+        super().__init__(args, handle, metrics, scheduler_name)
+        self.planner = PinPlanner(self)
+        """PreFilter's pin decision (``pin_gang``), over this state."""
 
-    # ---- members and waiters ------------------------------------------------------------
-
-    def live_members(self, gang: GangKey) -> list[PodInfo]:
-        """The gang's pods that are neither deleting nor finished."""
-        return [p for p in self.handle.pod_groups().members(gang) if is_live(p.pod)]
-
-    def waiters(self, gang: GangKey, token: int) -> list[WaitingPod]:
-        """Members of ``gang`` waiting at Permit under the pin with ``token``."""
-        out = []
-        for wp in self.handle.waiting_pods():
-            pi = wp.pod_info
-            if pi.gang and pi.gang_key == gang and self.attempt_by_pod.get(pi.pod_key) == token:
-                out.append(wp)
-        return out
-
-    def activate(self, pods: Iterable[Pod], trigger: Trigger) -> bool:
-        """Move ``pods`` straight to activeQ (§6.1); counted when there is any."""
-        pods = list(pods)
-        if not pods:
-            return False
-        self.handle.activate(pods)
-        self.metrics.activation(trigger)
-        return True
-
-    def wake_parked_by_hold(self) -> None:
-        """A hold drained or was released: every pod it parked is tried again."""
-        pods = list(self.parked_by_hold.values())
-        self.parked_by_hold.clear()
-        self.activate(pods, "reservation_released")
-
-    def pod_group_event(self, gang: GangKey, type_: str, reason: str, note: str) -> None:
-        """Record an event on the gang's PodGroup (if it still exists)."""
-        parts = split_gang_key(gang)
-        pg = self.handle.pod_groups().get(*parts) if parts else None
-        if pg is not None:
-            self.handle.event_recorder().event(
-                pg, controller=self.scheduler_name, type_=type_, reason=reason, action="Scheduling", note=note
-            )
-
-    def report(self, gang: GangKey) -> None:
-        """Tell the Handle where ``gang`` is now: its pin's domain (``Holding`` while the pin holds
-        it, else ``Pinned``), or nowhere (no pin)."""
-        pin = self.pins.get(gang)
-        placement = None
-        if pin is not None:
-            state = PLACEMENT_HOLDING if pin.holding and pin.remaining > 0 else PLACEMENT_PINNED
-            placement = GangPlacement(pin.domain[0], pin.domain[1], state)
-        self.handle.report_gang_placement(gang, placement)
-
-    def park_by_hold(self, pod: PodInfo) -> None:
-        """Remember a pod a hold kept out, to wake it when a hold ends."""
-        self.parked_by_hold[pod.pod_key] = pod.pod
-
-    # ---- releases (§4.3) -----------------------------------------------------------------
-
-    def release(
-        self,
-        gang: GangKey,
-        owner: str,
-        token: int,
-        pod: PodInfo | None,
-        mark_failed: bool,
-        *,
-        unwind: bool = True,
-        why: str = "",
-    ) -> bool:
-        """The shared release routine: end the pin (token 0: whatever pin the gang has), reject
-        that attempt's waiters, wake the pods its hold parked, forget ``pod``'s attempt.
-
-        ``mark_failed`` records the domain as failed for the gang's next plan (PostFilter).
-        ``unwind=False`` is the stale-pin replan: product rule 5 makes it reject waiters and
-        wake parked pods like every other release, but it is a pin decision, not an unwind.
-        ``why`` goes into the PodGroup's ``HoldReleased`` event when the pin still held or had
-        waiters. Returns whether a pin was released.
-        """
-        told: list[Pin] = []
-        before = self.pins.get(gang)
-        held = before is not None and before.holding and before.remaining > 0  # read before it is released
-
-        def on_release(pin: Pin) -> None:
-            if mark_failed:
-                self.failed.setdefault((gang, owner), set()).add(pin.domain)
-            waiters = self.waiters(gang, pin.token)
-            for wp in waiters:
-                wp.reject(NAME, f"gang {gang} unwound after a member failed to schedule")
-            if why and (held or waiters):
-                told.append(pin)
-
-        released = self.pins.release_if(gang, token, on_release)
-        for pin in told:
-            tk, domain = pin.domain
-            self.pod_group_event(gang, "Normal", "HoldReleased", f"released the hold on {tk}={domain}: {why}")
-        if released:
-            if unwind:
-                self.metrics.unwind()
-            self.metrics.pinned_groups(len(self.pins))
-            self.report(gang)
-            self.wake_parked_by_hold()
-        if pod is not None and token and self.attempt_by_pod.get(pod.pod_key) == token:
-            del self.attempt_by_pod[pod.pod_key]
-        return released
+    # ---- Unreserve (§4.3) -------------------------------------------------------------------
 
     def unreserve(self, pod: PodInfo, gang: Gang, token: int) -> None:
         """A member's attempt failed after Reserve (Permit timeout or rejection, PreBind or Bind
@@ -185,269 +55,23 @@ class GangManager:
             waited = time.monotonic() - since
             if waited >= gang.timeout - 0.5:
                 placed = sum(1 for _, n in self.handle.pod_groups().placed_members(gang.key) if n is not None)
-                tk, domain = pin.domain
+                tk, domain = pin.domain.topology_key, pin.domain.value
                 note = (
                     f"timed out after {gang.timeout}s waiting at Permit with {placed} of {gang.min_member} members "
                     f"on nodes in {tk}={domain}"
                 )
                 self.pod_group_event(gang.key, "Warning", "TimedOut", note)
-                self.release(gang.key, gang.uid, token, pod, mark_failed=False)
+                self.release(gang.key, gang.uid, token, pod=pod)
                 return
-        self.release(gang.key, gang.uid, token, pod, mark_failed=False, why=f"member {pod.key} failed after Reserve")
+        self.release(gang.key, gang.uid, token, pod=pod, why=f"member {pod.key} failed after Reserve")
 
     def forget_missing_gang(self, gang: GangKey) -> None:
         """The gang's PodGroup is gone: release its pin and forget its failed domains."""
         pin = self.pins.get(gang)
         if pin is not None:
-            self.release(gang, pin.owner, 0, None, mark_failed=False, why="its PodGroup is gone")
+            self.release(gang, pin.owner, ANY_PIN, why="its PodGroup is gone")
         for k in [k for k in self.failed if k[0] == gang]:
             del self.failed[k]
-
-    # ---- PreFilter: pin_gang (§3.7) --------------------------------------------------------
-
-    def pin_gang(self, pod: PodInfo, gang: Gang, nodes: Sequence[NodeInfo]) -> tuple[Pin, set[str]] | Status:
-        """Follow, adopt or choose the gang's pin; returns the pin and the nodes ``pod`` may
-        use in its domain, or why the member cannot be placed now.
-
-        Work is proportional to the gang and to the nodes that changed since the last plan:
-        placed members come from the cache's per-gang index, and a homogeneous gang's fresh
-        choice bisects a per-shape :class:`RoomIndex` instead of scanning every node.
-        """
-        key, tk = gang.key, gang.topology_key
-        pin = self.pins.get(key)
-        if pin is not None and pin.owner != gang.uid:
-            # The PodGroup was deleted and re-created: the old instance's pin is void.
-            had = bool(self.waiters(key, pin.token))
-            old_owner = pin.owner
-            self.release(key, old_owner, pin.token, None, mark_failed=False, why="its PodGroup was re-created")
-            self.failed.pop((key, old_owner), None)
-            if had:
-                return Status.unschedulable(f"released commitment owned by a previous PodGroup instance {key}")
-            pin = None
-        if pin is not None and pin.domain[0] and pin.domain[0] != tk:
-            had = bool(self.waiters(key, pin.token))
-            self.release(key, pin.owner, pin.token, None, mark_failed=False, why=f"its topology key is now {tk}")
-            self.metrics.pin("topology_replan")
-            if had:
-                return Status.unschedulable(f"released commitment after topology key changed for {key}")
-            pin = None
-
-        # §3.2 placement scan: bound and assumed members. A member whose node left the
-        # snapshot is not placed (its capacity is gone with the node).
-        placed_pods = [(p, n) for p, n in self.handle.pod_groups().placed_members(key) if n is not None]
-        count = len(placed_pods)
-        placed = {p.name for p, _ in placed_pods}
-        placed_domains = {n.labels.get(tk, "") for _, n in placed_pods}
-        if pin is not None and pin.domain[0] == tk and placed_domains - {pin.domain[1]}:
-            # Rule 9: a placed member's node left the pinned domain (relabelled or unlabelled):
-            # the pin no longer describes the gang and must not proceed. Release it (its waiters
-            # are rejected and forgotten); the next attempt adopts the domain of the members
-            # still bound, if any.
-            outside = sorted(placed_domains - {pin.domain[1]})
-            why = f"members are placed in {outside[0] or '(no domain)'}, outside it"
-            self.release(key, pin.owner, pin.token, None, mark_failed=False, unwind=False, why=why)
-            self.metrics.pin("stale_replan")
-            log.info("gangpack.pinGang.stale_replan", v=4, gang=key, releasedDomain=pin.domain[1])
-            return Status.unschedulable(
-                f"gang {key} has members in topology domain {outside[0] or '(none)'} outside its pinned domain "
-                f"{pin.domain[1]}: released the pin"
-            )
-        if "" in placed_domains or len(placed_domains) > 1:
-            return Status.unresolvable(f"gang {key} already has members in multiple topology domains")
-        placed_domain = next(iter(placed_domains), "")
-
-        # §3.3 templates: this member plus every live, unplaced sibling.
-        need = max(1, gang.min_member - count)
-        live = sorted(self.live_members(key), key=lambda p: p.name)
-        templates = [pod] + [
-            p for p in live if p.name != pod.name and not p.pod.spec.node_name and p.name not in placed
-        ]
-        if len(templates) < need:
-            self.templates_incomplete.add(key)
-            return Status.unschedulable(f"waiting for all PodGroup member templates for {key}")
-        gated = [t.name for t in templates[1:] if t.pod.spec.scheduling_gates]
-        if len(templates) - len(gated) < need:
-            # Rule 8: the gang cannot complete while members it needs are scheduling-gated, so it
-            # holds nothing; lifting the last gate lets that member's PreFilter wake the others.
-            if pin is not None:
-                why = f"members it needs are scheduling-gated ({', '.join(gated)})"
-                self.release(key, pin.owner, pin.token, None, mark_failed=False, why=why)
-            self.templates_incomplete.add(key)
-            return Status.unschedulable(f"waiting for scheduling-gated members of gang {key}: {', '.join(gated)}")
-        if key in self.templates_incomplete:
-            # Siblings parked on the incomplete set are woken once, now that it is complete.
-            self.templates_incomplete.discard(key)
-            if self.activate([p.pod for p in live if not same_pod(p.pod, pod.pod)], "templates_complete"):
-                log.info("gangpack.templates.complete", v=4, gang=key, members=len(templates), need=need)
-
-        # §9 sibling-affinity yield: a member whose required affinity needs a sibling waits for it.
-        sib = self._sibling_to_wait_for(pod, templates[1:], [p.pod for p, _ in placed_pods])
-        if sib is not None:
-            log.info("gangpack.pinGang.sibling_wait", v=4, gang=key, sibling=sib.key)
-            return Status.unschedulable(f"waiting for gang sibling {sib.key} to be placed")
-
-        opn = one_per_node(templates)
-        self.shapes.pop(tk, None)
-        self.shapes[tk] = pod  # most recently planned key last
-        while len(self.shapes) > MAX_TOPOLOGY_KEYS:
-            # Each gang may name its own key: keep the gauges (one series per domain of every
-            # key) bounded to the keys planned most recently.
-            self.shapes.pop(next(iter(self.shapes)))
-        planner: GangPlanner[PodInfo, NodeInfo] = GangPlanner(
-            templates, need, member_capacity, one_per_node=opn, signature=template_signature
-        )
-        index = self._room_index(tk, pod, opn) if planner.homogeneous else None
-        survey = DomainSurvey(planner, need, tk, nodes, index, self.handle.get_node_info)
-        pinned_domain = pin.domain[1] if pin is not None else ""
-
-        if enabled(4):
-            focus = pinned_domain or placed_domain
-            log.info(
-                "gangpack.pinGang.enter",
-                v=4,
-                gang=key,
-                minMember=gang.min_member,
-                topologyKey=tk,
-                pinned=pin is not None,
-                pinnedDomain=pinned_domain,
-                nodesInPinnedDomain=len(survey.nodes_of(pinned_domain)) if pin is not None else 0,
-                boundDomain=placed_domain,
-                boundCount=count,
-                freePinnedDomain=survey.room(pinned_domain) if pin is not None else 0,
-                freeByDomain={focus: survey.room(focus)} if focus else survey.rooms(),
-            )
-
-        if pin is not None and (
-            survey.plan(pinned_domain) is None or (count == 0 and survey.room(pinned_domain) < need)
-        ):
-            # Stale pin: its domain vanished, or shrank below the gang before any member
-            # was placed. Re-plan from scratch (a pin decision, not an unwind).
-            why = "its domain changed and no longer fits the gang"
-            self.release(key, gang.uid, pin.token, None, mark_failed=False, unwind=False, why=why)
-            self.metrics.pin("stale_replan")
-            log.info("gangpack.pinGang.stale_replan", v=4, gang=key, releasedDomain=pinned_domain)
-            pin = None
-
-        if pin is not None and count > 0 and survey.room(pinned_domain) < need:
-            msg = f"pinned domain {pinned_domain} cannot fit all remaining gang members {key}"
-            log.info("gangpack.pinGang.no_fit", v=4, gang=key, status=msg)
-            return Status.unschedulable(msg)
-
-        if pin is None:
-            if count > 0:
-                # Rule 7: members already bound or assumed decide the domain (adoption).
-                pin = self.pins.set_reservation(
-                    key,
-                    gang.uid,
-                    tk,
-                    placed_domain,
-                    max(0, gang.min_member - count),
-                    survey.node_names_of(placed_domain),
-                    holding=self._may_hold(gang),
-                )
-                pin.hold_until = self.forming_since[key] + gang.timeout
-                self.metrics.pin("adopted")
-                hold = "holding it" if pin.holding and pin.remaining > 0 else "without a hold"
-                if not pin.holding and pin.remaining > 0:
-                    hold += " (its holds expired)"
-                self.pod_group_event(
-                    key,
-                    "Normal",
-                    "Adopted",
-                    f"adopted {tk}={placed_domain}, where {count} members are already placed, {hold}",
-                )
-                self.metrics.pinned_groups(len(self.pins))
-                self.report(key)
-                if survey.room(placed_domain) < need:
-                    msg = f"adopted domain {placed_domain} cannot fit remaining gang members {key}"
-                    log.info("gangpack.pinGang.no_fit", v=4, gang=key, status=msg)
-                    return Status.unschedulable(msg)
-            else:
-                chosen = self._choose(gang, pod, survey)
-                if isinstance(chosen, Status):
-                    log.info("gangpack.pinGang.no_fit", v=4, gang=key, status=chosen.message())
-                    return chosen
-                pin = chosen
-        domain = pin.domain[1]
-        p = survey.plan(domain)
-        cands = planner.candidates(p) if p is not None else []
-        if not cands:
-            return Status.unschedulable(f"pinned domain {domain} has no node feasible for gang member {key}")
-        log.info("gangpack.pinGang.result", v=4, gang=key, domain=domain, narrowedNodes=len(cands))
-        return pin, {n.name for n in cands}
-
-    def _choose(self, gang: Gang, pod: PodInfo, survey: DomainSurvey) -> Pin | Status:
-        """A fresh pin: best fit (rule 2) skipping held domains, failed domains tried last."""
-        key, tk = gang.key, gang.topology_key
-        pins = self.pins
-        failed = self.failed.get((key, gang.uid), set())
-
-        def held(d: str) -> bool:
-            if pins.reserved.get((tk, d), 0) > 0:
-                return True
-            # A domain under another key that shares a physical node with a hold is held too.
-            return bool(pins.reserved_nodes) and any(pins.reserved_nodes.get(n, 0) > 0 for n in survey.node_names_of(d))
-
-        d = survey.best_fit(lambda x: held(x) or (tk, x) in failed)
-        if d is None and failed:
-            self.failed.pop((key, gang.uid), None)
-            d = survey.best_fit(held)
-        if d is None:
-            if survey.best_fit(lambda _: False) is not None:
-                self.metrics.pin("reserved")
-                self.park_by_hold(pod)  # woken when a hold drains or is released
-                return Status.unschedulable(
-                    f"no domain has room for gang {key}: every fitting domain is reserved for a forming gang"
-                )
-            self.metrics.pin("no_fit")
-            return Status.unschedulable(f"no domain has room for gang {key}")
-        pin = pins.choose(key, gang.uid, tk, d, survey.node_names_of(d), survey.need, holding=self._may_hold(gang))
-        pin.hold_until = self.forming_since[key] + gang.timeout
-        self.metrics.pin("pinned")
-        hold = "holding it" if pin.holding else "without a hold (its holds expired)"
-        self.pod_group_event(
-            key,
-            "Normal",
-            "Pinned",
-            f"pinned to {tk}={d} (room for {survey.room(d)} members, the gang needs {survey.need}), {hold}",
-        )
-        self.metrics.pinned_groups(len(self.pins))
-        self.report(key)
-        return pin
-
-    def _sibling_to_wait_for(self, pod: PodInfo, siblings: Sequence[PodInfo], placed: Sequence[Pod]) -> PodInfo | None:
-        """§9: the first unplaced sibling a required pod-affinity term of ``pod`` waits for."""
-        terms = pod.required_affinity_terms
-        if not terms:
-            return None
-        ns = self.handle.namespace(pod.namespace)
-        ns_labels = dict(ns.metadata.labels) if ns is not None else {}
-        for t in terms:
-            if t.matches(pod.pod, ns_labels):
-                continue
-            if any(t.matches(p, ns_labels) for p in placed):
-                continue
-            for s in siblings:
-                if not same_pod(s.pod, pod.pod) and t.matches(s.pod, ns_labels):
-                    return s
-        return None
-
-    def _room_index(self, tk: str, shape: PodInfo, opn: bool) -> RoomIndex[PodInfo, NodeInfo]:
-        """The per-(key, member shape) room index, brought up to date with the cache's changes."""
-        k = (tk, template_signature(shape), opn)
-        idx = self.indexes.pop(k, None)
-        if idx is None:
-            idx = RoomIndex(shape, member_capacity, lambda n: n.labels.get(tk, ""), lambda n: n.name, one_per_node=opn)
-        self.indexes[k] = idx  # most recently used last
-        while len(self.indexes) > MAX_INDEXES:
-            self.indexes.pop(next(iter(self.indexes)))
-        cursor, changed = self.handle.node_changes(idx.cursor)
-        if changed is None:
-            idx.rebuild(self.handle.node_infos())
-        elif changed:
-            idx.refresh({name: self.handle.get_node_info(name) for name in changed})
-        idx.cursor = cursor
-        return idx
 
     # ---- Reserve, Permit, PostBind --------------------------------------------------------
 
@@ -487,13 +111,13 @@ class GangManager:
         pin = self.pins.get(gang)
         if pin is None or pin.token != token:
             return False
-        tk, domain = pin.domain
+        tk, domain = pin.domain.topology_key, pin.domain.value
         waiters = self.waiters(gang, token)
         for wp in waiters:
             ni = self.handle.get_node_info(wp.node)
             if ni is None or ni.labels.get(tk, "") != domain:
                 why = f"member {wp.pod_info.key} waits on {wp.node}, which left the domain"
-                self.release(gang, pin.owner, token, None, mark_failed=False, why=why)
+                self.release(gang, pin.owner, token, why=why)
                 return False
         for wp in waiters:
             wp.allow(NAME)
@@ -516,11 +140,12 @@ class GangManager:
         if len(times) == size:
             self.metrics.bind_skew(times[-1] - times[0])
             pin = self.pins.get(gang.key)
-            where = f" in {pin.domain[0]}={pin.domain[1]}" if pin is not None else ""
+            where = f" in {pin.domain.topology_key}={pin.domain.value}" if pin is not None else ""
             note = f"all {size} members bound{where}, {times[-1] - times[0]:.3f}s from first to last"
             self.pod_group_event(gang.key, "Normal", "Bound", note)
             if pin is not None:
-                self.handle.report_gang_placement(gang.key, GangPlacement(*pin.domain, PLACEMENT_BOUND))
+                bound = GangPlacement(pin.domain.topology_key, pin.domain.value, PLACEMENT_BOUND)
+                self.handle.report_gang_placement(gang.key, bound)
             created = [p.pod.metadata.creation_timestamp for p in self.live_members(gang.key)]
             last = max((c for c in created if c), default=None)
             if last is not None:
@@ -548,10 +173,10 @@ class GangManager:
         if pin is not None:
             if new is None or (pin.owner and new.metadata.uid != pin.owner):
                 why = "its PodGroup was deleted" if new is None else "its PodGroup was re-created"
-                self.release(key, pin.owner, 0, None, mark_failed=False, why=why)
-            elif pin.domain[0] != topology_key_of(new, self.args):
+                self.release(key, pin.owner, ANY_PIN, why=why)
+            elif pin.domain.topology_key != topology_key_of(new, self.args):
                 why = f"its topology key is now {topology_key_of(new, self.args)}"
-                self.release(key, pin.owner, 0, None, mark_failed=False, why=why)
+                self.release(key, pin.owner, ANY_PIN, why=why)
                 self.metrics.pin("topology_replan")
             else:
                 self._follow_spec(key, pin, new)
@@ -589,11 +214,11 @@ class GangManager:
             pin = self.pins.get(pi.gang_key)
             if pin is None or self.attempt_by_pod.get(pi.pod_key) != pin.token:
                 continue
-            tk, domain = pin.domain
+            tk, domain = pin.domain.topology_key, pin.domain.value
             if new is None or new.metadata.labels.get(tk, "") != domain:
                 log.info("gangpack.pinGang.stale_replan", v=4, gang=pi.gang_key, releasedDomain=domain, node=name)
                 why = f"node {name} left the domain while {pi.key} waited on it"
-                self.release(pi.gang_key, pin.owner, pin.token, None, mark_failed=False, unwind=False, why=why)
+                self.release(pi.gang_key, pin.owner, pin.token, unwind=False, why=why)
                 self.metrics.pin("stale_replan")
 
     def gc(self) -> None:
@@ -615,15 +240,8 @@ class GangManager:
                 pg = self.handle.pod_groups().get(*parts) if parts else None
                 stale = pg is None or pg.metadata.uid != owner
             why = "the gang has no live pods" if key not in live else "its PodGroup is gone or was re-created"
-            if stale and self.release(key, owner, 0, None, mark_failed=False, why=why):
+            if stale and self.release(key, owner, ANY_PIN, why=why):
                 self.failed.pop((key, owner), None)
-
-    def _may_hold(self, gang: Gang) -> bool:
-        """Whether a new pin of ``gang`` may hold its domain: only within ``scheduleTimeoutSeconds``
-        of the gang's first hold since it last completed (rule 8: no hold outlives its chance)."""
-        now = time.monotonic()
-        start = self.forming_since.setdefault(gang.key, now)
-        return now - start < gang.timeout
 
     def expire_holds(self) -> None:
         """End every hold older than its gang's timeout (rule 8): the capacity becomes usable by
@@ -635,7 +253,7 @@ class GangManager:
                 continue
             self.pins.drop_hold(key)
             self.report(key)
-            tk, domain = pin.domain
+            tk, domain = pin.domain.topology_key, pin.domain.value
             log.info("gangpack.hold_expired", v=2, gang=key, domain=domain, topologyKey=tk)
             parts = split_gang_key(key)
             pg = self.handle.pod_groups().get(*parts) if parts else None
@@ -662,7 +280,7 @@ class GangManager:
         out: list[tuple[str, str, str]] = []
         now = time.monotonic()
         for key, pin in self.pins.by_group.items():
-            tk, domain = pin.domain
+            tk, domain = pin.domain.topology_key, pin.domain.value
             uid = truth.pod_groups.get(key)
             if uid is None:
                 out.append((key, "pin-without-podgroup", f"pinned to {tk}={domain} but its PodGroup does not exist"))

@@ -1,4 +1,4 @@
-"""OMEGangPack's metrics (``spec/gangpack.md`` §11) and the per-domain fragmentation gauges.
+"""OMEGangPack's metrics (``docs/design/gang-scheduling.md`` §11) and the per-domain fragmentation gauges.
 
 The metric families live in the process registry (``ome_scheduler/metrics.py``); this
 module is the plugin's one door to them, with the documented label values:

@@ -1,7 +1,7 @@
 """The pin store: each gang's pin, and the reservation (hence the hold) it keeps while forming.
 
-Pure state, no I/O. Mirrors spec/gangpack.md §2.6 (where a stored pin is called a
-*commitment*): a :class:`Pin` binds a gang key to a (topology key, domain) with the
+Pure state, no I/O. Mirrors ``docs/design/gang-scheduling.md`` §2.6 (where a stored pin is
+called a *commitment*): a :class:`Pin` binds a gang key to a :class:`Domain` with the
 PodGroup UID as owner, a fresh token, the domain's node set at creation, and ``remaining``
 reserved slots. While ``remaining > 0`` every node of the set is held: other gangs see the
 domain's room as 0 and standalone pods are rejected there. Reserve drains one slot per
@@ -15,11 +15,23 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Final, NamedTuple
 
 from ome_scheduler.framework.types import GangKey
 
-Domain = tuple[str, str]
-"""(topology key, domain value): the same value under two keys is two domains."""
+ANY_PIN: Final = None
+"""The token that matches whatever pin a gang has (:meth:`PinStore.release_if`)."""
+
+
+class Domain(NamedTuple):
+    """One topology domain: the nodes whose label ``topology_key`` is ``value``.
+
+    The same value under two keys is two domains. A NamedTuple, so the dicts keyed by it
+    (:attr:`PinStore.reserved`, the manager's failed domains) hash it at tuple speed.
+    """
+
+    topology_key: str
+    value: str
 
 
 @dataclass(slots=True)
@@ -81,7 +93,7 @@ class PinStore:
         c.remaining = new
 
     def _new(
-        self, group: GangKey, owner: str, domain: Domain, remaining: int, nodes: Iterable[str], holding: bool = True
+        self, group: GangKey, owner: str, domain: Domain, remaining: int, nodes: Iterable[str], *, holding: bool = True
     ) -> Pin:
         """Store a new pin with a fresh token; it starts at 0 and _set_remaining applies the hold."""
         c = Pin(
@@ -104,10 +116,11 @@ class PinStore:
         domain: str,
         nodes: Iterable[str],
         gang_size: int,
+        *,
         holding: bool = True,
     ) -> Pin:
         """Create a fresh pin of ``domain`` reserving ``gang_size`` slots (held unless ``holding`` is False)."""
-        return self._new(group, owner, (topology_key, domain), gang_size, nodes, holding)
+        return self._new(group, owner, Domain(topology_key, domain), gang_size, nodes, holding=holding)
 
     def set_reservation(
         self,
@@ -117,24 +130,25 @@ class PinStore:
         domain: str,
         remaining: int,
         nodes: Iterable[str],
+        *,
         holding: bool = True,
     ) -> Pin:
         """Adoption: replace any pin of the group with a new one (new token)."""
         old = self.by_group.get(group)
         if old is not None:
             self._set_remaining(old, 0)
-        return self._new(group, owner, (topology_key, domain), remaining, nodes, holding)
+        return self._new(group, owner, Domain(topology_key, domain), remaining, nodes, holding=holding)
 
     def get(self, group: GangKey) -> Pin | None:
         """The gang's pin, or None when it has none."""
         return self.by_group.get(group)
 
     def place_if(self, group: GangKey, token: int) -> tuple[bool, bool]:
-        """Drain one slot if the token matches: (placed, drained to 0)."""
+        """Drain one slot if the gang's pin has ``token``: (placed, drained to 0)."""
         c = self.by_group.get(group)
         # A stale token means the member planned under an earlier pin (released and re-pinned
         # since): it must not drain the new reservation.
-        if c is None or (token and c.token != token) or c.remaining <= 0:
+        if c is None or c.token != token or c.remaining <= 0:
             return False, False
         self._set_remaining(c, c.remaining - 1)
         return True, c.remaining == 0
@@ -151,23 +165,24 @@ class PinStore:
         return remaining > 0
 
     def set_remaining_if(self, group: GangKey, token: int, remaining: int) -> bool:
-        """Resize the pin's reservation (the gang's size changed) if the token matches (0: any);
-        returns whether the pin is now drained."""
+        """Resize the pin's reservation (the gang's size changed) if the gang's pin has
+        ``token``; returns whether the pin is now drained."""
         c = self.by_group.get(group)
-        if c is None or (token and c.token != token):
+        if c is None or c.token != token:
             return False
         self._set_remaining(c, remaining)
         return c.remaining == 0
 
     def is_drained(self, group: GangKey, token: int) -> bool:
-        """The gang's pin exists, matches ``token`` (0: any) and reserves nothing any more."""
+        """The gang's pin exists, has ``token`` and reserves nothing any more."""
         c = self.by_group.get(group)
-        return c is not None and (not token or c.token == token) and c.remaining == 0
+        return c is not None and c.token == token and c.remaining == 0
 
-    def release_if(self, group: GangKey, token: int, callback: Callable[[Pin], None] | None = None) -> bool:
-        """Delete the pin when the token matches (0 matches any); run ``callback`` before returning."""
+    def release_if(self, group: GangKey, token: int | None, callback: Callable[[Pin], None] | None = None) -> bool:
+        """Delete the gang's pin when it has ``token`` (:data:`ANY_PIN`: whatever pin it has);
+        run ``callback`` before returning."""
         c = self.by_group.get(group)
-        if c is None or (token and c.token != token):
+        if c is None or (token is not ANY_PIN and c.token != token):
             return False
         self._set_remaining(c, 0)
         del self.by_group[group]
@@ -176,12 +191,12 @@ class PinStore:
         return True
 
     def blocks_node(self, node: str, labels: Mapping[str, str]) -> bool:
-        """Whether a standalone pod must avoid ``node`` (spec §2.6 "Blocks node")."""
+        """Whether a standalone pod must avoid ``node`` (design §2.6 "Blocks node")."""
         if self.reserved_nodes.get(node, 0) > 0:
             return True
         # A pin made without a node set (none known at creation) holds the domain by label.
         for c in self.by_group.values():
-            if c.holding and c.remaining > 0 and not c.nodes and labels.get(c.domain[0]) == c.domain[1]:
+            if c.holding and c.remaining > 0 and not c.nodes and labels.get(c.domain.topology_key) == c.domain.value:
                 return True
         return False
 

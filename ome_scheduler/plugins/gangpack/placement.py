@@ -3,7 +3,7 @@
 No Kubernetes I/O and no plugin state: given nodes (with their domain) and a capacity
 function ``capacity(template, node) -> members``, this module answers which domain a gang
 should take and which nodes the current member may use there. It implements the product
-rules of ``spec/gangpack.md`` (they win over the reference's whole-node model):
+rules of ``docs/design/gang-scheduling.md`` (they win over the reference's whole-node model):
 
 * Rule 1, room in members: a node takes as many members as its free resources and pod
   slots fit, sized by the largest member that fits it (the smallest per-template count);
@@ -43,7 +43,7 @@ class DomainPlan(Generic[N]):
 
 
 def best_fit(room: Mapping[str, int], gang_size: int) -> str | None:
-    """Rule 2 (and spec §3.6): the domain with the smallest room ``>= gang_size``; ties by name."""
+    """Rule 2 (and design §3.6): the domain with the smallest room ``>= gang_size``; ties by name."""
     if gang_size <= 0:
         return None
     best: str | None = None

@@ -1,11 +1,11 @@
 """OMEGangPack, the framework glue: each extension point asks the gang manager and translates.
 
-Implements ``spec/gangpack.md`` with its product rules (glossary in the package docstring):
+Implements ``docs/design/gang-scheduling.md`` with its product rules (glossary in the package docstring):
 
-* PreFilter resolves the gang from its PodGroup (§2.4, ``gang.py``), then the manager pins it
-  (§3.7): follow the pin, adopt the domain of members already placed (rule 7), or best-fit a
-  fresh domain by room counted in members (rules 1, 2) and hold it while the gang forms; the
-  member is narrowed to nodes that strand no sibling.
+* PreFilter resolves the gang from its PodGroup (§2.4, ``gang.py``), then the planner pins it
+  (§3.7, ``planner.py``): follow the pin, adopt the domain of members already placed (rule 7),
+  or best-fit a fresh domain by room counted in members (rules 1, 2) and hold it while the
+  gang forms; the member is narrowed to nodes that strand no sibling.
 * Filter keeps members in their pinned domain and standalone pods off held nodes.
 * PostFilter releases a pin whose every candidate failed and marks that domain failed.
 * Reserve drains the reservation; Permit waits until the pin is drained (exactly
@@ -47,11 +47,12 @@ from ome_scheduler.metrics import Metrics
 from ome_scheduler.plugins.gangpack.fit import member_capacity
 from ome_scheduler.plugins.gangpack.gang import Gang, resolve_gang
 from ome_scheduler.plugins.gangpack.hints import GangHints
-from ome_scheduler.plugins.gangpack.manager import NAME, GangManager
+from ome_scheduler.plugins.gangpack.manager import GangManager
 from ome_scheduler.plugins.gangpack.metrics import GangMetrics
+from ome_scheduler.plugins.gangpack.state import NAME
 
 PIN_KEY = "gangpack.pin"
-"""CycleState key of the cycle's :class:`CyclePin` (spec §2.8)."""
+"""CycleState key of the cycle's :class:`CyclePin` (design §2.8)."""
 PACK_KEY = "gangpack.domainpack"
 """CycleState key of the standalone domain-packing state (§8)."""
 RESERVED_NODE = "node is reserved for a forming gang"
@@ -138,11 +139,11 @@ class OMEGangPack(
             if self.handle.pod_groups().get(pod.namespace, pod.gang) is None:
                 self.gangs.forget_missing_gang(pod.gang_key)
             return None, gang
-        pinned = self.gangs.pin_gang(pod, gang, nodes)
+        pinned = self.gangs.planner.pin_gang(pod, gang, nodes)
         if isinstance(pinned, Status):
             return None, pinned
         pin, candidates = pinned
-        state.write(PIN_KEY, CyclePin(pin.domain[1], gang.topology_key, gang, pin.token))
+        state.write(PIN_KEY, CyclePin(pin.domain.value, gang.topology_key, gang, pin.token))
         return candidates, None
 
     # ---- Filter / PostFilter --------------------------------------------------------------
@@ -183,7 +184,7 @@ class OMEGangPack(
                 self.gangs.park_by_hold(pod)
             return Status.unschedulable()
         why = f"member {pod.key} fit no node of the domain"
-        if self.gangs.release(pin.gang.key, pin.gang.uid, pin.token, pod, mark_failed=True, why=why):
+        if self.gangs.release(pin.gang.key, pin.gang.uid, pin.token, pod=pod, mark_failed=True, why=why):
             return Status.unschedulable("gang reservation released after all candidate nodes were filtered")
         return Status.unschedulable()
 

@@ -18,8 +18,8 @@ from ome_scheduler.config.load import parse_config
 from ome_scheduler.framework.interface import CycleState
 from ome_scheduler.framework.types import PodInfo
 from ome_scheduler.metrics import Metrics
-from ome_scheduler.plugins.gangpack.manager import MAX_TOPOLOGY_KEYS
 from ome_scheduler.plugins.gangpack.plugin import OMEGangPack
+from ome_scheduler.plugins.gangpack.state import MAX_TOPOLOGY_KEYS
 from ome_scheduler.scheduler import DiscardRecorder, Scheduler
 from tests.support.builders import make_node, make_pod, make_pod_group
 

@@ -13,6 +13,7 @@ from ome_scheduler.framework.interface import CycleState, FrameworkOptions, Node
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import PodInfo, split_gang_key
 from ome_scheduler.metrics import Metrics
+from ome_scheduler.plugins.gangpack.pins import ANY_PIN
 from ome_scheduler.plugins.gangpack.plugin import PIN_KEY, CyclePin, OMEGangPack
 from ome_scheduler.plugins.registry import in_tree_registry
 from tests.support.builders import make_node, make_pod, make_pod_group
@@ -81,7 +82,7 @@ def schedule(p: OMEGangPack, h: FakeHandle, pod: PodInfo) -> tuple[str, CycleSta
     return node, st, ps
 
 
-# ---- arguments (spec §12.2) --------------------------------------------------------------
+# ---- arguments (design §12.2) --------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -145,7 +146,7 @@ def test_split_gang_key() -> None:
         assert split_gang_key(bad) is None
 
 
-# ---- PreFilter validation (spec §2.4) ------------------------------------------------------
+# ---- PreFilter validation (design §2.4) ------------------------------------------------------
 
 
 def test_validation_messages_in_order() -> None:
@@ -200,7 +201,7 @@ def test_fallback_topology_key_and_standalone_passes() -> None:
     assert prefilter(p, h, solo)[:2] == (None, None)
 
 
-# ---- planning, holds and the worked examples (spec §3.8) -----------------------------------
+# ---- planning, holds and the worked examples (design §3.8) -----------------------------------
 
 
 def test_two_gangs_of_three_race_for_equal_domains() -> None:
@@ -354,7 +355,7 @@ def test_adoption_after_restart_keeps_bound_domain() -> None:
     assert c is not None and c.remaining == 2
     assert h.events[-1][2:] == ("Adopted", f"adopted {DK}=a, where 1 members are already placed, holding it")
     # Past the gang's scheduleTimeoutSeconds an adopted pin holds nothing, and says so.
-    p.gangs.release("ns/g", c.owner, 0, None, mark_failed=False)
+    p.gangs.release("ns/g", c.owner, ANY_PIN)
     p.gangs.forming_since["ns/g"] -= 10_000
     prefilter(p, h, rest[0])
     again = p.gangs.pins.get("ns/g")
@@ -500,7 +501,7 @@ def test_permit_without_prefilter_state() -> None:
     assert p.permit(CycleState(), PodInfo(make_pod("solo")), "n") == (None, 0.0)
 
 
-# ---- standalone domain packing (spec §8) ---------------------------------------------------
+# ---- standalone domain packing (design §8) ---------------------------------------------------
 
 
 def pack_scores(free: dict[str, int], total: dict[str, int]) -> dict[str, int]:
@@ -707,7 +708,7 @@ def test_hold_expires_at_the_gang_timeout_and_later_pins_do_not_hold() -> None:
     assert p.filter(CycleState(), solo, h.nodes["a1"]) is None  # usable by others now
     assert h.events and h.events[-1][:3] == ("g", "Warning", "HoldReleased")
     # the gang keeps trying, but a new pin made after its timeout holds nothing
-    p.gangs.release(g[0].gang_key, pin.owner, 0, None, mark_failed=False)
+    p.gangs.release(g[0].gang_key, pin.owner, ANY_PIN)
     p.gangs.forming_since[g[0].gang_key] -= 61
     schedule(p, h, g[1])
     again = p.gangs.pins.get(g[0].gang_key)

@@ -1,0 +1,386 @@
+"""PreFilter's pin decision for one gang member: ``pin_gang`` step by step.
+
+Lives here: :class:`PinPlanner`, whose :meth:`~PinPlanner.pin_gang` follows, adopts or
+chooses the gang's pin and narrows the member to the nodes of its domain that strand no
+sibling (``docs/design/gang-scheduling.md`` §3.7). Each step is one method, in the order
+``pin_gang`` takes them; a step that decides the cycle returns its Status:
+
+1. follow the PodGroup: a re-created PodGroup voids the old instance's pin
+   (:meth:`~PinPlanner._follow_owner`), a new topology key releases it
+   (:meth:`~PinPlanner._follow_topology_key`);
+2. the placement scan (§3.2): the members bound or assumed, with the rule 9 check (one left
+   the pinned domain) and the split check (:meth:`~PinPlanner._scan_placement`);
+3. the member templates (§3.3): incomplete or scheduling-gated members park the gang
+   (rule 8; :meth:`~PinPlanner._member_templates`);
+4. the sibling-affinity yield (§9; :meth:`~PinPlanner._sibling_yield`);
+5. the domain survey of the gang's topology key (:meth:`~PinPlanner._survey`);
+6. the stale-pin replan, or the no-fit check of the pin kept
+   (:meth:`~PinPlanner._replan_if_stale`);
+7. without a pin, adoption of the placed members' domain (rule 7; :meth:`~PinPlanner._adopt`)
+   or a fresh choice (rule 2; :meth:`~PinPlanner._choose`);
+8. the candidates: the nodes the member may use (:meth:`~PinPlanner._candidates`).
+
+Upstream has no counterpart (kube-scheduler has no gangs); it is the gang half of what
+scheduler-plugins' Coscheduling PreFilter (``pkg/coscheduling/core/core.go``) decides, with
+topology domains. The state it reads and changes is the :class:`GangState` (``state.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ome_scheduler.api.core import Pod
+from ome_scheduler.framework.status import Status
+from ome_scheduler.framework.types import NodeInfo, PodInfo
+from ome_scheduler.logs import enabled, get_logger
+from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, template_signature
+from ome_scheduler.plugins.gangpack.gang import Gang, same_pod
+from ome_scheduler.plugins.gangpack.pins import Domain, Pin
+from ome_scheduler.plugins.gangpack.placement import GangPlanner, RoomIndex
+from ome_scheduler.plugins.gangpack.state import MAX_INDEXES, MAX_TOPOLOGY_KEYS, GangState
+from ome_scheduler.plugins.gangpack.survey import DomainSurvey
+
+log = get_logger()
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """§3.2: the gang's members bound or assumed on nodes still in the snapshot."""
+
+    members: list[tuple[PodInfo, NodeInfo]]
+    names: set[str]
+    domain: str
+    """The one domain they are in ("" when none is placed)."""
+
+    @property
+    def count(self) -> int:
+        """How many members are placed."""
+        return len(self.members)
+
+
+class PinPlanner:
+    """``pin_gang`` and its steps, over one OMEGangPack instance's :class:`GangState`."""
+
+    def __init__(self, state: GangState) -> None:
+        self.state = state
+        self.handle = state.handle
+        self.metrics = state.metrics
+        self.pins = state.pins
+
+    def pin_gang(self, pod: PodInfo, gang: Gang, nodes: Sequence[NodeInfo]) -> tuple[Pin, set[str]] | Status:
+        """Follow, adopt or choose the gang's pin (§3.7); returns the pin and the nodes ``pod``
+        may use in its domain, or why the member cannot be placed now.
+
+        Work is proportional to the gang and to the nodes that changed since the last plan:
+        placed members come from the cache's per-gang index, and a homogeneous gang's fresh
+        choice bisects a per-shape :class:`RoomIndex` instead of scanning every node.
+        """
+        pin = self._follow_owner(gang, self.pins.get(gang.key))
+        if isinstance(pin, Status):
+            return pin
+        pin = self._follow_topology_key(gang, pin)
+        if isinstance(pin, Status):
+            return pin
+        placed = self._scan_placement(gang, pin)
+        if isinstance(placed, Status):
+            return placed
+        need = max(1, gang.min_member - placed.count)
+        templates = self._member_templates(pod, gang, pin, placed, need)
+        if isinstance(templates, Status):
+            return templates
+        waiting = self._sibling_yield(pod, gang, templates, placed)
+        if waiting is not None:
+            return waiting
+        planner, survey = self._survey(pod, gang, templates, need, nodes)
+        self._log_enter(gang, pin, placed, survey)
+        kept = self._replan_if_stale(gang, pin, placed, survey, need)
+        if kept is None:
+            kept = self._adopt(gang, placed, survey, need) if placed.count > 0 else self._choose(gang, pod, survey)
+        if isinstance(kept, Status):
+            return kept
+        return self._candidates(gang, kept, planner, survey)
+
+    # ---- following the PodGroup -----------------------------------------------------------
+
+    def _follow_owner(self, gang: Gang, pin: Pin | None) -> Pin | None | Status:
+        """The PodGroup was deleted and re-created: the old instance's pin is void, so it is
+        released and its failed domains forgotten. Returns the pin to go on with (None: no
+        pin), or Unschedulable when the released pin had members waiting at Permit."""
+        if pin is None or pin.owner == gang.uid:
+            return pin
+        key = gang.key
+        had = bool(self.state.waiters(key, pin.token))
+        old_owner = pin.owner
+        self.state.release(key, old_owner, pin.token, why="its PodGroup was re-created")
+        self.state.failed.pop((key, old_owner), None)
+        if had:
+            return Status.unschedulable(f"released commitment owned by a previous PodGroup instance {key}")
+        return None
+
+    def _follow_topology_key(self, gang: Gang, pin: Pin | None) -> Pin | None | Status:
+        """The gang names another topology key than its pin's: the pin is released. Returns the
+        pin to go on with (None: no pin), or Unschedulable when it had members waiting at Permit."""
+        key, tk = gang.key, gang.topology_key
+        if pin is None or not pin.domain.topology_key or pin.domain.topology_key == tk:
+            return pin
+        had = bool(self.state.waiters(key, pin.token))
+        self.state.release(key, pin.owner, pin.token, why=f"its topology key is now {tk}")
+        self.metrics.pin("topology_replan")
+        if had:
+            return Status.unschedulable(f"released commitment after topology key changed for {key}")
+        return None
+
+    # ---- the gang's members ---------------------------------------------------------------
+
+    def _scan_placement(self, gang: Gang, pin: Pin | None) -> Placement | Status:
+        """§3.2 placement scan: bound and assumed members. A member whose node left the
+        snapshot is not placed (its capacity is gone with the node). Fails the cycle when a
+        placed member is outside the pinned domain (rule 9: the pin is released) or the placed
+        members span several domains."""
+        key, tk = gang.key, gang.topology_key
+        members = [(p, n) for p, n in self.handle.pod_groups().placed_members(key) if n is not None]
+        domains = {n.labels.get(tk, "") for _, n in members}
+        if pin is not None and pin.domain.topology_key == tk and domains - {pin.domain.value}:
+            # Rule 9: a placed member's node left the pinned domain (relabelled or unlabelled):
+            # the pin no longer describes the gang and must not proceed. Release it (its waiters
+            # are rejected and forgotten); the next attempt adopts the domain of the members
+            # still bound, if any.
+            outside = sorted(domains - {pin.domain.value})
+            why = f"members are placed in {outside[0] or '(no domain)'}, outside it"
+            self.state.release(key, pin.owner, pin.token, unwind=False, why=why)
+            self.metrics.pin("stale_replan")
+            log.info("gangpack.pinGang.stale_replan", v=4, gang=key, releasedDomain=pin.domain.value)
+            return Status.unschedulable(
+                f"gang {key} has members in topology domain {outside[0] or '(none)'} outside its pinned domain "
+                f"{pin.domain.value}: released the pin"
+            )
+        if "" in domains or len(domains) > 1:
+            return Status.unresolvable(f"gang {key} already has members in multiple topology domains")
+        return Placement(members, {p.name for p, _ in members}, next(iter(domains), ""))
+
+    def _member_templates(
+        self, pod: PodInfo, gang: Gang, pin: Pin | None, placed: Placement, need: int
+    ) -> list[PodInfo] | Status:
+        """§3.3 templates: this member plus every live, unplaced sibling. Fewer than the gang
+        needs, or too many of them scheduling-gated (rule 8), parks the gang; once complete,
+        the siblings parked on the incomplete set are woken."""
+        key = gang.key
+        incomplete = self.state.templates_incomplete
+        live = sorted(self.state.live_members(key), key=lambda p: p.name)
+        templates = [pod] + [
+            p for p in live if p.name != pod.name and not p.pod.spec.node_name and p.name not in placed.names
+        ]
+        if len(templates) < need:
+            incomplete.add(key)
+            return Status.unschedulable(f"waiting for all PodGroup member templates for {key}")
+        gated = [t.name for t in templates[1:] if t.pod.spec.scheduling_gates]
+        if len(templates) - len(gated) < need:
+            # Rule 8: the gang cannot complete while members it needs are scheduling-gated, so it
+            # holds nothing; lifting the last gate lets that member's PreFilter wake the others.
+            if pin is not None:
+                why = f"members it needs are scheduling-gated ({', '.join(gated)})"
+                self.state.release(key, pin.owner, pin.token, why=why)
+            incomplete.add(key)
+            return Status.unschedulable(f"waiting for scheduling-gated members of gang {key}: {', '.join(gated)}")
+        if key in incomplete:
+            # Siblings parked on the incomplete set are woken once, now that it is complete.
+            incomplete.discard(key)
+            if self.state.activate([p.pod for p in live if not same_pod(p.pod, pod.pod)], "templates_complete"):
+                log.info("gangpack.templates.complete", v=4, gang=key, members=len(templates), need=need)
+        return templates
+
+    def _sibling_yield(
+        self, pod: PodInfo, gang: Gang, templates: Sequence[PodInfo], placed: Placement
+    ) -> Status | None:
+        """§9 sibling-affinity yield: a member whose required affinity needs a sibling waits for it."""
+        sib = self._sibling_to_wait_for(pod, templates[1:], [p.pod for p, _ in placed.members])
+        if sib is None:
+            return None
+        log.info("gangpack.pinGang.sibling_wait", v=4, gang=gang.key, sibling=sib.key)
+        return Status.unschedulable(f"waiting for gang sibling {sib.key} to be placed")
+
+    def _sibling_to_wait_for(self, pod: PodInfo, siblings: Sequence[PodInfo], placed: Sequence[Pod]) -> PodInfo | None:
+        """§9: the first unplaced sibling a required pod-affinity term of ``pod`` waits for."""
+        terms = pod.required_affinity_terms
+        if not terms:
+            return None
+        ns = self.handle.namespace(pod.namespace)
+        ns_labels = dict(ns.metadata.labels) if ns is not None else {}
+        for t in terms:
+            if t.matches(pod.pod, ns_labels):
+                continue
+            if any(t.matches(p, ns_labels) for p in placed):
+                continue
+            for s in siblings:
+                if not same_pod(s.pod, pod.pod) and t.matches(s.pod, ns_labels):
+                    return s
+        return None
+
+    # ---- the domains ------------------------------------------------------------------------
+
+    def _survey(
+        self, pod: PodInfo, gang: Gang, templates: list[PodInfo], need: int, nodes: Sequence[NodeInfo]
+    ) -> tuple[GangPlanner[PodInfo, NodeInfo], DomainSurvey]:
+        """The gang's planner and its survey of the domains under its topology key; ``pod``
+        becomes the shape that key's domain gauges count in."""
+        tk = gang.topology_key
+        opn = one_per_node(templates)
+        shapes = self.state.shapes
+        shapes.pop(tk, None)
+        shapes[tk] = pod  # most recently planned key last
+        while len(shapes) > MAX_TOPOLOGY_KEYS:
+            # Each gang may name its own key: keep the gauges (one series per domain of every
+            # key) bounded to the keys planned most recently.
+            shapes.pop(next(iter(shapes)))
+        planner: GangPlanner[PodInfo, NodeInfo] = GangPlanner(
+            templates, need, member_capacity, one_per_node=opn, signature=template_signature
+        )
+        index = self._room_index(tk, pod, opn) if planner.homogeneous else None
+        return planner, DomainSurvey(planner, need, tk, nodes, index, self.handle.get_node_info)
+
+    def _room_index(self, tk: str, shape: PodInfo, opn: bool) -> RoomIndex[PodInfo, NodeInfo]:
+        """The per-(key, member shape) room index, brought up to date with the cache's changes."""
+        indexes = self.state.indexes
+        k = (tk, template_signature(shape), opn)
+        idx = indexes.pop(k, None)
+        if idx is None:
+            idx = RoomIndex(shape, member_capacity, lambda n: n.labels.get(tk, ""), lambda n: n.name, one_per_node=opn)
+        indexes[k] = idx  # most recently used last
+        while len(indexes) > MAX_INDEXES:
+            indexes.pop(next(iter(indexes)))
+        cursor, changed = self.handle.node_changes(idx.cursor)
+        if changed is None:
+            idx.rebuild(self.handle.node_infos())
+        elif changed:
+            idx.refresh({name: self.handle.get_node_info(name) for name in changed})
+        idx.cursor = cursor
+        return idx
+
+    def _log_enter(self, gang: Gang, pin: Pin | None, placed: Placement, survey: DomainSurvey) -> None:
+        """The V(4) ``gangpack.pinGang.enter`` line: the pin, the placed members and the rooms."""
+        if not enabled(4):
+            return
+        pinned_domain = pin.domain.value if pin is not None else ""
+        focus = pinned_domain or placed.domain
+        log.info(
+            "gangpack.pinGang.enter",
+            v=4,
+            gang=gang.key,
+            minMember=gang.min_member,
+            topologyKey=gang.topology_key,
+            pinned=pin is not None,
+            pinnedDomain=pinned_domain,
+            nodesInPinnedDomain=len(survey.nodes_of(pinned_domain)) if pin is not None else 0,
+            boundDomain=placed.domain,
+            boundCount=placed.count,
+            freePinnedDomain=survey.room(pinned_domain) if pin is not None else 0,
+            freeByDomain={focus: survey.room(focus)} if focus else survey.rooms(),
+        )
+
+    # ---- the pin ----------------------------------------------------------------------------
+
+    def _replan_if_stale(
+        self, gang: Gang, pin: Pin | None, placed: Placement, survey: DomainSurvey, need: int
+    ) -> Pin | None | Status:
+        """The pin to keep, None when there is none or it was stale and released (re-plan from
+        scratch), or Unschedulable when its domain cannot fit the gang's remaining members."""
+        if pin is None:
+            return None
+        key, pinned_domain = gang.key, pin.domain.value
+        if survey.plan(pinned_domain) is None or (placed.count == 0 and survey.room(pinned_domain) < need):
+            # Stale pin: its domain vanished, or shrank below the gang before any member
+            # was placed. Re-plan from scratch (a pin decision, not an unwind).
+            why = "its domain changed and no longer fits the gang"
+            self.state.release(key, gang.uid, pin.token, unwind=False, why=why)
+            self.metrics.pin("stale_replan")
+            log.info("gangpack.pinGang.stale_replan", v=4, gang=key, releasedDomain=pinned_domain)
+            return None
+        if placed.count > 0 and survey.room(pinned_domain) < need:
+            msg = f"pinned domain {pinned_domain} cannot fit all remaining gang members {key}"
+            log.info("gangpack.pinGang.no_fit", v=4, gang=key, status=msg)
+            return Status.unschedulable(msg)
+        return pin
+
+    def _adopt(self, gang: Gang, placed: Placement, survey: DomainSurvey, need: int) -> Pin | Status:
+        """Rule 7: members already bound or assumed decide the domain (adoption). The pin is
+        made even when the domain cannot fit the remaining members (then Unschedulable)."""
+        key, tk, count, domain = gang.key, gang.topology_key, placed.count, placed.domain
+        pin = self.pins.set_reservation(
+            key,
+            gang.uid,
+            tk,
+            domain,
+            max(0, gang.min_member - count),
+            survey.node_names_of(domain),
+            holding=self.state.may_hold(gang),
+        )
+        pin.hold_until = self.state.forming_since[key] + gang.timeout
+        self.metrics.pin("adopted")
+        hold = "holding it" if pin.holding and pin.remaining > 0 else "without a hold"
+        if not pin.holding and pin.remaining > 0:
+            hold += " (its holds expired)"
+        self.state.pod_group_event(
+            key, "Normal", "Adopted", f"adopted {tk}={domain}, where {count} members are already placed, {hold}"
+        )
+        self.metrics.pinned_groups(len(self.pins))
+        self.state.report(key)
+        if survey.room(domain) < need:
+            msg = f"adopted domain {domain} cannot fit remaining gang members {key}"
+            log.info("gangpack.pinGang.no_fit", v=4, gang=key, status=msg)
+            return Status.unschedulable(msg)
+        return pin
+
+    def _choose(self, gang: Gang, pod: PodInfo, survey: DomainSurvey) -> Pin | Status:
+        """A fresh pin: best fit (rule 2) skipping held domains, failed domains tried last."""
+        key, tk = gang.key, gang.topology_key
+        pins = self.pins
+        failed = self.state.failed.get((key, gang.uid), set())
+
+        def held(d: str) -> bool:
+            if pins.reserved.get(Domain(tk, d), 0) > 0:
+                return True
+            # A domain under another key that shares a physical node with a hold is held too.
+            return bool(pins.reserved_nodes) and any(pins.reserved_nodes.get(n, 0) > 0 for n in survey.node_names_of(d))
+
+        d = survey.best_fit(lambda x: held(x) or Domain(tk, x) in failed)
+        if d is None and failed:
+            self.state.failed.pop((key, gang.uid), None)
+            d = survey.best_fit(held)
+        if d is None:
+            if survey.best_fit(lambda _: False) is not None:
+                self.metrics.pin("reserved")
+                self.state.park_by_hold(pod)  # woken when a hold drains or is released
+                why = Status.unschedulable(
+                    f"no domain has room for gang {key}: every fitting domain is reserved for a forming gang"
+                )
+            else:
+                self.metrics.pin("no_fit")
+                why = Status.unschedulable(f"no domain has room for gang {key}")
+            log.info("gangpack.pinGang.no_fit", v=4, gang=key, status=why.message())
+            return why
+        pin = pins.choose(key, gang.uid, tk, d, survey.node_names_of(d), survey.need, holding=self.state.may_hold(gang))
+        pin.hold_until = self.state.forming_since[key] + gang.timeout
+        self.metrics.pin("pinned")
+        hold = "holding it" if pin.holding else "without a hold (its holds expired)"
+        self.state.pod_group_event(
+            key,
+            "Normal",
+            "Pinned",
+            f"pinned to {tk}={d} (room for {survey.room(d)} members, the gang needs {survey.need}), {hold}",
+        )
+        self.metrics.pinned_groups(len(self.pins))
+        self.state.report(key)
+        return pin
+
+    def _candidates(
+        self, gang: Gang, pin: Pin, planner: GangPlanner[PodInfo, NodeInfo], survey: DomainSurvey
+    ) -> tuple[Pin, set[str]] | Status:
+        """The nodes of the pinned domain the member may use (none: Unschedulable)."""
+        domain = pin.domain.value
+        p = survey.plan(domain)
+        cands = planner.candidates(p) if p is not None else []
+        if not cands:
+            return Status.unschedulable(f"pinned domain {domain} has no node feasible for gang member {gang.key}")
+        log.info("gangpack.pinGang.result", v=4, gang=gang.key, domain=domain, narrowedNodes=len(cands))
+        return pin, {n.name for n in cands}

@@ -1,0 +1,184 @@
+"""The gangs' shared state, and the one routine that ends a pin.
+
+Lives here: :class:`GangState`, what the PreFilter planner (``planner.py``) and the gate and
+lifecycle (``manager.py``) both read and change (``docs/design/gang-scheduling.md`` §2.6,
+§2.7):
+
+* the pin store (pins with their reservations, hence the holds);
+* each waiting member's attempt token (so a release rejects exactly that attempt's waiters);
+* the pods parked by a hold (woken when any hold drains or is released);
+* gangs parked because their member templates were incomplete;
+* domains each gang failed in (tried last by the next plan);
+* bind times per gang (bind skew), per-shape room indexes, and the last planned shape per
+  topology key (what the domain gauges count in);
+* when each member began waiting at Permit and when each forming gang first held a domain.
+
+Beside the state, the helpers every part uses (the gang's live members and waiters,
+activation, PodGroup events, the placement report) and :meth:`GangState.release`, the shared
+release routine (§4.3). Like the state half of scheduler-plugins'
+``pkg/coscheduling/core/core.go`` (``PodGroupManager``); upstream kube-scheduler has no gangs.
+
+Every method runs on the event loop inside a scheduling cycle or a background task, so no
+lock is needed; a release rejects the attempt's waiters before it returns, so no retry can
+pin again in between (the design's "callback under the store lock").
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from ome_scheduler.api.core import Pod
+from ome_scheduler.api.scheduling import PLACEMENT_HOLDING, PLACEMENT_PINNED
+from ome_scheduler.config.pluginargs import OMEGangPackArgs
+from ome_scheduler.framework.interface import Handle
+from ome_scheduler.framework.types import GangKey, GangPlacement, NodeInfo, PodInfo, PodKey, split_gang_key
+from ome_scheduler.framework.waiting_pods import WaitingPod
+from ome_scheduler.plugins.gangpack.gang import Gang, is_live
+from ome_scheduler.plugins.gangpack.metrics import GangMetrics, Trigger
+from ome_scheduler.plugins.gangpack.pins import ANY_PIN, Domain, Pin, PinStore
+from ome_scheduler.plugins.gangpack.placement import RoomIndex
+
+NAME = "OMEGangPack"
+MAX_TOPOLOGY_KEYS = 16
+"""Topology keys whose domains the ``ome_scheduler_domain_*`` gauges cover (most recent first)."""
+MAX_INDEXES = 16
+"""Room indexes kept (one per topology key and member shape), least recently used dropped."""
+
+
+class GangState:
+    """Pins, attempts, parked pods and the per-gang records of one OMEGangPack instance."""
+
+    def __init__(self, args: OMEGangPackArgs, handle: Handle, metrics: GangMetrics, scheduler_name: str) -> None:
+        self.args = args
+        self.handle = handle
+        self.metrics = metrics
+        self.scheduler_name = scheduler_name
+        self.pins = PinStore()
+        self.attempt_by_pod: dict[PodKey, int] = {}
+        """Each member at or past Permit -> the token of the pin it was placed under."""
+        self.parked_by_hold: dict[PodKey, Pod] = {}
+        """Pods rejected because of a hold: woken when any hold drains or is released."""
+        self.templates_incomplete: set[GangKey] = set()
+        self.failed: dict[tuple[GangKey, str], set[Domain]] = {}
+        """(gang, PodGroup UID) -> (topology key, domain) pairs its last attempts failed in."""
+        self.bind_times: dict[GangKey, list[float]] = {}
+        self.indexes: dict[tuple[str, object, bool], RoomIndex[PodInfo, NodeInfo]] = {}
+        """(topology key, member shape, one per node) -> room index, at most :data:`MAX_INDEXES`."""
+        self.shapes: dict[str, PodInfo] = {}
+        """The last gang member planned per topology key: the shape the domain gauges count in."""
+        self.waiting_since: dict[PodKey, float] = {}
+        """When each member began waiting at Permit (monotonic): tells a timeout from other failures."""
+        self.forming_since: dict[GangKey, float] = {}
+        """Monotonic time each incomplete gang first held a domain; its holds end
+        ``scheduleTimeoutSeconds`` later until it completes or its PodGroup changes (rule 8)."""
+
+    # ---- members and waiters ------------------------------------------------------------
+
+    def live_members(self, gang: GangKey) -> list[PodInfo]:
+        """The gang's pods that are neither deleting nor finished."""
+        return [p for p in self.handle.pod_groups().members(gang) if is_live(p.pod)]
+
+    def waiters(self, gang: GangKey, token: int) -> list[WaitingPod]:
+        """Members of ``gang`` waiting at Permit under the pin with ``token``."""
+        out = []
+        for wp in self.handle.waiting_pods():
+            pi = wp.pod_info
+            if pi.gang and pi.gang_key == gang and self.attempt_by_pod.get(pi.pod_key) == token:
+                out.append(wp)
+        return out
+
+    def activate(self, pods: Iterable[Pod], trigger: Trigger) -> bool:
+        """Move ``pods`` straight to activeQ (§6.1); counted when there is any."""
+        pods = list(pods)
+        if not pods:
+            return False
+        self.handle.activate(pods)
+        self.metrics.activation(trigger)
+        return True
+
+    def wake_parked_by_hold(self) -> None:
+        """A hold drained or was released: every pod it parked is tried again."""
+        pods = list(self.parked_by_hold.values())
+        self.parked_by_hold.clear()
+        self.activate(pods, "reservation_released")
+
+    def pod_group_event(self, gang: GangKey, type_: str, reason: str, note: str) -> None:
+        """Record an event on the gang's PodGroup (if it still exists)."""
+        parts = split_gang_key(gang)
+        pg = self.handle.pod_groups().get(*parts) if parts else None
+        if pg is not None:
+            self.handle.event_recorder().event(
+                pg, controller=self.scheduler_name, type_=type_, reason=reason, action="Scheduling", note=note
+            )
+
+    def report(self, gang: GangKey) -> None:
+        """Tell the Handle where ``gang`` is now: its pin's domain (``Holding`` while the pin holds
+        it, else ``Pinned``), or nowhere (no pin)."""
+        pin = self.pins.get(gang)
+        placement = None
+        if pin is not None:
+            state = PLACEMENT_HOLDING if pin.holding and pin.remaining > 0 else PLACEMENT_PINNED
+            placement = GangPlacement(pin.domain.topology_key, pin.domain.value, state)
+        self.handle.report_gang_placement(gang, placement)
+
+    def park_by_hold(self, pod: PodInfo) -> None:
+        """Remember a pod a hold kept out, to wake it when a hold ends."""
+        self.parked_by_hold[pod.pod_key] = pod.pod
+
+    def may_hold(self, gang: Gang) -> bool:
+        """Whether a new pin of ``gang`` may hold its domain: only within ``scheduleTimeoutSeconds``
+        of the gang's first hold since it last completed (rule 8: no hold outlives its chance)."""
+        now = time.monotonic()
+        start = self.forming_since.setdefault(gang.key, now)
+        return now - start < gang.timeout
+
+    # ---- releases (§4.3) -----------------------------------------------------------------
+
+    def release(
+        self,
+        gang: GangKey,
+        owner: str,
+        token: int | None,
+        *,
+        pod: PodInfo | None = None,
+        mark_failed: bool = False,
+        unwind: bool = True,
+        why: str = "",
+    ) -> bool:
+        """The shared release routine: end the pin with ``token`` (:data:`ANY_PIN`: whatever pin
+        the gang has), reject that attempt's waiters, wake the pods its hold parked, forget
+        ``pod``'s attempt.
+
+        ``mark_failed`` records the domain as failed for the gang's next plan (PostFilter).
+        ``unwind=False`` is the stale-pin replan: product rule 5 makes it reject waiters and
+        wake parked pods like every other release, but it is a pin decision, not an unwind.
+        ``why`` goes into the PodGroup's ``HoldReleased`` event when the pin still held or had
+        waiters. Returns whether a pin was released.
+        """
+        told: list[Pin] = []
+        before = self.pins.get(gang)
+        held = before is not None and before.holding and before.remaining > 0  # read before it is released
+
+        def on_release(pin: Pin) -> None:
+            if mark_failed:
+                self.failed.setdefault((gang, owner), set()).add(pin.domain)
+            waiters = self.waiters(gang, pin.token)
+            for wp in waiters:
+                wp.reject(NAME, f"gang {gang} unwound after a member failed to schedule")
+            if why and (held or waiters):
+                told.append(pin)
+
+        released = self.pins.release_if(gang, token, on_release)
+        for pin in told:
+            tk, domain = pin.domain.topology_key, pin.domain.value
+            self.pod_group_event(gang, "Normal", "HoldReleased", f"released the hold on {tk}={domain}: {why}")
+        if released:
+            if unwind:
+                self.metrics.unwind()
+            self.metrics.pinned_groups(len(self.pins))
+            self.report(gang)
+            self.wake_parked_by_hold()
+        if pod is not None and token is not ANY_PIN and self.attempt_by_pod.get(pod.pod_key) == token:
+            del self.attempt_by_pod[pod.pod_key]
+        return released
