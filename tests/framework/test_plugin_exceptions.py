@@ -44,7 +44,7 @@ from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.plugins.registry import default_plugins, in_tree_registry
 from ome_scheduler.scheduler import Scheduler
-from tests.plugins_env import node, pod
+from tests.support.plugins_env import node, pod
 
 
 class Probe(
