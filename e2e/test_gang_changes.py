@@ -111,7 +111,7 @@ def test_node_leaving_the_pinned_domain_rejects_its_waiter(api: Api, scheduler: 
         create_held_gang(api, ns, 2, dk)  # m0 waits at Permit until m1 is released
         waiting_on = wait_at_permit(api, ns, "m0")
         api.patch_node(waiting_on, {"metadata": {"labels": {dk: "z"}}})
-        wait_message(api, ns, "m0", f"gang {ns}/g unwound after a member failed to schedule", timeout=10)
+        wait_message(api, ns, "m0", f"gang {ns}/g unwound: node {waiting_on} left the domain", timeout=10)
         release_held(api, ns, "m1")
         placed = wait_bound(api, ns, ["m0", "m1"], timeout=30)
         labels = {n["metadata"]["name"]: n["metadata"]["labels"].get(dk, "") for n in api.nodes()}

@@ -165,6 +165,12 @@ class Metrics:
             o + "gang_unwind", "Gangs unwound (Unreserve) after a member failed to schedule.", [], "ALPHA"
         )
         self.pinned_groups = gauge(o + "pinned_groups", "Placement groups currently pinned to a domain.", [], "ALPHA")
+        self.gang_longest_hold = gauge(
+            o + "gang_longest_hold_seconds",
+            "How long the oldest hold of a forming gang has kept its domain from others (0: no hold).",
+            [],
+            "ALPHA",
+        )
         self.gang_bind_skew = hist(
             o + "gang_bind_skew_seconds",
             "Time from the first to the last member bind of a gang that completed.",

@@ -38,6 +38,16 @@ def topology_key_of(pg: PodGroup, args: OMEGangPackArgs) -> str:
     return v or args.topology_key
 
 
+def permit_timeout(pg: PodGroup, args: OMEGangPackArgs) -> int:
+    """§4.2: the gang's Permit wait in seconds (0: none configured): the PodGroup's positive
+    ``scheduleTimeoutSeconds``, else ``defaultPermitTimeoutSeconds``, capped at the operator's
+    ``maxPermitTimeoutSeconds`` when that is set. The same number bounds the gang's holds (rule 8)."""
+    sts = pg.spec.schedule_timeout_seconds
+    timeout = sts if sts is not None and sts > 0 else (args.default_permit_timeout_seconds or 0)
+    cap = args.max_permit_timeout_seconds
+    return min(timeout, cap) if cap else timeout
+
+
 def resolve_gang(pod: PodInfo, pod_groups: PodGroupLister, args: OMEGangPackArgs) -> Gang | Status:
     """§2.4: the member's gang, or the Unschedulable status that says why it cannot be planned.
 
@@ -67,8 +77,7 @@ def resolve_gang(pod: PodInfo, pod_groups: PodGroupLister, args: OMEGangPackArgs
     pgl = args.unsupported_placement_group_label
     if pgl and (pgl in pod.pod.metadata.labels or pgl in pg.metadata.labels):
         return Status.unschedulable("partner placement groups are not supported")
-    sts = pg.spec.schedule_timeout_seconds
-    timeout = sts if sts is not None and sts > 0 else (args.default_permit_timeout_seconds or 0)
+    timeout = permit_timeout(pg, args)
     if timeout <= 0:
         return Status.unresolvable(
             f"PodGroup {key} must set scheduleTimeoutSeconds or the scheduler must configure "

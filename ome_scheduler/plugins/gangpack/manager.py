@@ -25,7 +25,7 @@ from ome_scheduler.framework.interface import ClusterTruth, Handle
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import GangKey, GangPlacement, PodInfo, gang_key, split_gang_key
 from ome_scheduler.logs import get_logger
-from ome_scheduler.plugins.gangpack.gang import Gang, topology_key_of
+from ome_scheduler.plugins.gangpack.gang import Gang, permit_timeout, topology_key_of
 from ome_scheduler.plugins.gangpack.metrics import GangMetrics, refresh_domain_gauges
 from ome_scheduler.plugins.gangpack.pins import ANY_PIN, Pin
 from ome_scheduler.plugins.gangpack.planner import PinPlanner
@@ -193,8 +193,7 @@ class GangManager(GangState):
                 self.wake_parked_by_hold()
                 if self._open_gate(key, pin.token):
                     self.metrics.gate("admit")
-        sts = pg.spec.schedule_timeout_seconds
-        timeout = sts if sts is not None and sts > 0 else (self.args.default_permit_timeout_seconds or 0)
+        timeout = permit_timeout(pg, self.args)
         if timeout > 0:
             for wp in self.waiters(key, pin.token):
                 wp.set_timeout(NAME, float(timeout))
@@ -246,8 +245,17 @@ class GangManager(GangState):
     def expire_holds(self) -> None:
         """End every hold older than its gang's timeout (rule 8): the capacity becomes usable by
         other gangs and standalone pods, the PodGroup gets a Warning event, and the pods the hold
-        parked are woken. The pin stays for the gang's own members (its gate still counts)."""
+        parked are woken. The pin stays for the gang's own members (its gate still counts). Then
+        ``ome_scheduler_gang_longest_hold_seconds`` is set from the holds that remain."""
         now = time.monotonic()
+        self._expire(now)
+        oldest = min(
+            (self.forming_since.get(k, now) for k, p in self.pins.by_group.items() if p.holding and p.remaining > 0),
+            default=now,
+        )
+        self.metrics.longest_hold(now - oldest)
+
+    def _expire(self, now: float) -> None:
         for key, pin in list(self.pins.by_group.items()):
             if not pin.holding or pin.remaining <= 0 or not pin.hold_until or now < pin.hold_until:
                 continue

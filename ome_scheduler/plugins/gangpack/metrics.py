@@ -9,6 +9,7 @@ module is the plugin's one door to them, with the documented label values:
 * ``ome_scheduler_gang_activation_total{trigger}``: ``permit``, ``templates_complete``,
   ``reservation_released``, ``podgroup_change``;
 * ``ome_scheduler_gang_unwind_total``, ``ome_scheduler_pinned_groups``,
+  ``ome_scheduler_gang_longest_hold_seconds``,
   ``ome_scheduler_gang_bind_skew_seconds``, ``ome_scheduler_gang_scheduling_duration_seconds``;
 * ``ome_scheduler_domain_free_nodes`` and ``ome_scheduler_domain_max_gang_size`` per
   (topology key, domain), refreshed by a background task (:func:`refresh_domain_gauges`).
@@ -51,6 +52,10 @@ class GangMetrics:
     def unwind(self) -> None:
         """Count one release of a gang attempt."""
         self.m.gang_unwind.inc()
+
+    def longest_hold(self, seconds: float) -> None:
+        """Set how long the oldest current hold has lasted, in seconds (0: none)."""
+        self.m.gang_longest_hold.set(seconds)
 
     def pinned_groups(self, n: int) -> None:
         """Set the number of pins held (drained ones included)."""

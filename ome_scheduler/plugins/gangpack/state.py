@@ -154,8 +154,15 @@ class GangState:
         ``unwind=False`` is the stale-pin replan: product rule 5 makes it reject waiters and
         wake parked pods like every other release, but it is a pin decision, not an unwind.
         ``why`` goes into the PodGroup's ``HoldReleased`` event when the pin still held or had
-        waiters. Returns whether a pin was released.
+        waiters. The waiters are told ``gang {key} unwound after a member failed to schedule``
+        (§10.1) when a member's attempt failed (``pod`` given: PostFilter, Unreserve), else
+        ``gang {key} unwound: {why}`` (a PodGroup deleted or re-created, a new topology key, a
+        node that left the domain: no member failed). Returns whether a pin was released.
         """
+        member_failed = pod is not None or mark_failed or not why
+        reject = (
+            f"gang {gang} unwound after a member failed to schedule" if member_failed else f"gang {gang} unwound: {why}"
+        )
         told: list[Pin] = []
         before = self.pins.get(gang)
         held = before is not None and before.holding and before.remaining > 0  # read before it is released
@@ -165,7 +172,7 @@ class GangState:
                 self.failed.setdefault((gang, owner), set()).add(pin.domain)
             waiters = self.waiters(gang, pin.token)
             for wp in waiters:
-                wp.reject(NAME, f"gang {gang} unwound after a member failed to schedule")
+                wp.reject(NAME, reject)
             if why and (held or waiters):
                 told.append(pin)
 

@@ -323,6 +323,27 @@ def test_permit_timeout_unwind_releases_hold() -> None:
     assert len(p.gangs.pins) == 0 and count(m, "ome_scheduler_gang_unwind_total") == 1
 
 
+def test_the_operators_cap_bounds_every_permit_wait_and_hold() -> None:
+    """``maxPermitTimeoutSeconds`` (issue 30): a PodGroup asking for decades waits and holds for
+    the cap at most; one below the cap keeps its own; the oldest hold is a gauge."""
+    h = FakeHandle()
+    domains(h, {"a": 2, "b": 2})
+    p, m = plugin(h, maxPermitTimeoutSeconds=120)
+    h.groups["ns/g"] = make_pod_group("g", min_member=2, topology_key=DK, timeout=2147483647)
+    h.groups["ns/k"] = make_pod_group("k", min_member=2, topology_key=DK, timeout=7)
+    g, k = members(h, "g", 2), members(h, "k", 2)
+    node, st, s = schedule(p, h, g[0])
+    assert s is not None and s.code == Code.WAIT
+    assert p.permit(st, g[0].with_node(node), node)[1] == 120.0
+    pin = p.gangs.pins.get(g[0].gang_key)
+    assert pin is not None and pin.hold_until - p.gangs.forming_since[g[0].gang_key] == pytest.approx(120)
+    node, st, _ = schedule(p, h, k[0])
+    assert p.permit(st, k[0].with_node(node), node)[1] == 7.0
+    p.gangs.forming_since[g[0].gang_key] -= 30
+    p.gangs.expire_holds()
+    assert 29 < count(m, "ome_scheduler_gang_longest_hold_seconds") < 31
+
+
 def test_split_gang_is_refused() -> None:
     h = FakeHandle()
     domains(h, {"a": 1, "b": 1})
@@ -410,7 +431,8 @@ def test_podgroup_recreated_releases_old_commitment() -> None:
     h.groups["ns/g"] = make_pod_group("g", min_member=2, topology_key=DK, uid="new")
     s = prefilter(p, h, g[1])[1]
     assert s is not None and s.message() == "released commitment owned by a previous PodGroup instance ns/g"
-    assert waiting.rejected == [("OMEGangPack", "gang ns/g unwound after a member failed to schedule")]
+    # No member failed: the waiter is told what happened (issue 30).
+    assert waiting.rejected == [("OMEGangPack", "gang ns/g unwound: its PodGroup was re-created")]
 
 
 def test_topology_key_change_replans() -> None:
@@ -565,7 +587,9 @@ def test_stale_replan_rejects_waiters_without_counting_unwind() -> None:
         del h.nodes[n]
     r, s, _ = prefilter(p, h, g[1])
     assert s is None and r == {"b1", "b2"}
-    assert waiting.rejected and waiting.rejected[0][1] == "gang ns/g unwound after a member failed to schedule"
+    assert waiting.rejected and waiting.rejected[0][1] == (
+        "gang ns/g unwound: its domain changed and no longer fits the gang"
+    )
     assert count(m, "ome_scheduler_gang_pin_total", result="stale_replan") == 1
     assert count(m, "ome_scheduler_gang_unwind_total") == 0
 
