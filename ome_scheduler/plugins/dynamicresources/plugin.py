@@ -25,7 +25,8 @@ UnschedulableAndUnresolvable with upstream's text, as upstream's ``statusUnsched
   pod (or only this one) is deallocated (``deallocation of ResourceClaim completed``), so the
   next attempt may allocate it elsewhere; otherwise ``still not schedulable``, and ``no new claims
   to deallocate`` for a pod without claims (which every FitError message ends with).
-* **Score** (weight 2 in the default profile): a ``firstAvailable`` request scores
+* **Score** (weight 2 in the default profile; PreScore skips it for a pod with nothing to
+  allocate, where every node would score 0): a ``firstAvailable`` request scores
   ``8 - index`` of the subrequest allocated on that node (the first alternative scores most),
   normalised to 0..100.
 * **Reserve** records the node's allocations as in flight (their devices are not given to
@@ -91,6 +92,7 @@ from ome_scheduler.framework.interface import (
     PreBindPlugin,
     PreEnqueuePlugin,
     PreFilterPlugin,
+    PreScorePlugin,
     ReservePlugin,
     ScorePlugin,
 )
@@ -139,7 +141,14 @@ class _State:
 
 
 class DynamicResources(
-    PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilterPlugin, ScorePlugin, ReservePlugin, PreBindPlugin
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    FilterPlugin,
+    PostFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    ReservePlugin,
+    PreBindPlugin,
 ):
     """Arguments: :class:`~ome_scheduler.config.pluginargs.DynamicResourcesArgs` (validated).
 
@@ -308,6 +317,15 @@ class DynamicResources(
         return Status.unschedulable(MSG_STILL)
 
     # ---- Score ------------------------------------------------------------------------------
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
+        """Skip Score when it would give every node 0: no claims, or none to allocate. (Upstream
+        has no PreScore and scores 0; the Skip keeps the equivalence cache usable for pods without
+        claims, ``framework/equivalence.py``.)"""
+        s: _State | None = state.get(_STATE)
+        if s is None or not s.claims or not s.to_allocate:
+            return Status(Code.SKIP)
+        return None
 
     def score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
         """``Score``: the ``firstAvailable`` preference of each node's allocation."""
