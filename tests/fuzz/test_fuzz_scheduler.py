@@ -68,9 +68,16 @@ KIND = {
     "deviceclasses": "class",
 }
 ORDER = ("namespaces", "nodes", "podgroups", "deviceclasses", "resourceslices", "resourceclaims", "pods")
-DRA_ERRORS = ("asks for all devices, but resource pool",)
-"""Error statuses upstream gives for objects the API server accepts (an ``All`` request over an
-incomplete pool): the only SchedulerError a fuzzed cluster may show."""
+DRA_ERRORS = (
+    "asks for all devices, but resource pool",
+    "because a claim constraint would not be satisfied",
+    "got deleted in the meantime",
+    "got allocated elsewhere in the meantime",
+    ": 404 NotFound: ",
+)
+"""Error statuses upstream gives too, the only SchedulerErrors a fuzzed cluster may show: an
+``All`` request over an incomplete pool or against its own ``matchAttribute``, and a claim that churn deleted or changed while
+PreBind was writing it (binding cycles overlap the churn)."""
 stats = {"objects": 0, "cycles": 0, "longest_cycle": 0.0, "bound": 0, "bound_with_claims": 0, "examples": 0}
 
 
