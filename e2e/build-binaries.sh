@@ -11,6 +11,8 @@
 #   scheduler-plugins' scheduler (sigs.k8s.io/scheduler-plugins v0.34.7 cmd/scheduler, as
 #   "scheduler-plugins"): kube-scheduler 1.34.7 with Coscheduling, the gang scheduler bench/run.py
 #   compares with (built with -mod=mod, see e2e/tools/scheduler-plugins/go.mod)
+#   celdiff (e2e/tools/celdiff, its own main package): DRA CEL device selectors evaluated by
+#   k8s.io/dynamic-resource-allocation@v0.35.4/cel, for tests/dra/test_cel_differential.py
 # from the wrapper modules under e2e/tools/, whose go.mod and go.sum are committed.
 #
 # Every binary set is cached outside the checkout, in a directory keyed by the wrapper's
@@ -18,7 +20,10 @@
 #   ${XDG_CACHE_HOME:-~/.cache}/ome-scheduler/bin/<set>-<key>/
 # and a symlink farm ${XDG_CACHE_HOME:-~/.cache}/ome-scheduler/bin/current/ points at them.
 # Prints the directory of the binaries on its last line.
+#
+#   e2e/build-binaries.sh [SET...]   only the named sets (e.g. `celdiff`), same cache and output
 set -euo pipefail
+only=" $* "
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/ome-scheduler/bin
@@ -73,7 +78,10 @@ set_dir() {
   [ "$tags" = "selinux,notest" ] || flags="$flags tags=$tags"
   [ "$modmod" = 0 ] || flags="$flags mod=mod"
   local dir
-  dir="$cache/$set-$(cat "$here/tools/$set/go.sum" <(echo "$flags") | sha256sum | cut -c1-12)"
+  # A wrapper with its own main package (celdiff) keys its cache by its source too.
+  local src=()
+  [ -f "$here/tools/$set/main.go" ] && src=("$here/tools/$set/main.go")
+  dir="$cache/$set-$(cat "$here/tools/$set/go.sum" "${src[@]}" <(echo "$flags") | sha256sum | cut -c1-12)"
   echo "$dir"
   local p
   for p in "$@"; do [ -x "$dir/$(binname "$p")" ] || return 1; done
@@ -139,11 +147,22 @@ each_set() {
   NAME=toxiproxy-server "$1" toxiproxy "$ld_toxi" github.com/Shopify/toxiproxy/v2/cmd/server
   TAGS=remove_all_sd "$1" prometheus "$ld_prom" github.com/prometheus/prometheus/cmd/prometheus
   MODMOD=1 NAME=scheduler-plugins "$1" scheduler-plugins "$ld_sp" sigs.k8s.io/scheduler-plugins/cmd/scheduler
+  "$1" celdiff "-s -w" example.invalid/celdiff
 }
 
-each_set prefetch
-each_set build
+# only_named <command> <set> ...: runs <command> for the sets named on the command line (all
+# when none is).
+only_named() {
+  local cmd=$1 set=$2
+  [ "$only" = "  " ] || [[ $only == *" $set "* ]] || return 0
+  "$cmd" "${@:2}"
+}
+prefetch_named() { only_named prefetch "$@"; }
+build_named() { only_named build "$@"; }
+
+each_set prefetch_named
+each_set build_named
 wait # for the prefetches (finished by now: each build downloaded its set's modules too)
 
-"$cache/current/kube-apiserver" --version >&2
+[ "$only" != "  " ] || "$cache/current/kube-apiserver" --version >&2
 echo "$cache/current"

@@ -312,7 +312,12 @@ def test_the_walls_catch_a_breach(tmp_path: Path) -> None:
 
 
 # Distribution name -> import name, where they differ.
-IMPORT_NAMES = {"prometheus-client": "prometheus_client", "pydantic-settings": "pydantic_settings", "pyyaml": "yaml"}
+IMPORT_NAMES = {
+    "prometheus-client": "prometheus_client",
+    "pydantic-settings": "pydantic_settings",
+    "pyyaml": "yaml",
+    "protobuf": "google",
+}
 
 
 def declared_runtime_dependencies() -> list[str]:

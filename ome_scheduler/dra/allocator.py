@@ -55,7 +55,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ome_scheduler.api.core import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
 from ome_scheduler.api.resource import (
@@ -77,7 +77,14 @@ from ome_scheduler.api.resource import (
     ResourceClaim,
     ResourceSlice,
 )
-from ome_scheduler.dra.cel import CELCompileError, CELRuntimeError, CompiledSelector, DeviceView, compile_selector
+from ome_scheduler.dra.cel import (
+    AttributeValue,
+    CELCompileError,
+    CELRuntimeError,
+    DeviceView,
+    Version,
+    compile_selector,
+)
 from ome_scheduler.dra.pools import Pool, SliceIndex
 
 DeviceID = tuple[str, str, str]
@@ -115,34 +122,38 @@ def claim_ref(claim: ResourceClaim) -> str:
     return f"{md.namespace}/{md.name}" if md.namespace else md.name
 
 
+class Selector(Protocol):
+    """A compiled selector (``dra.cel.CompiledSelector``, or a stand-in in tests)."""
+
+    def matches(self, device: DeviceView) -> bool:
+        """Whether ``device`` passes; raises ``CELRuntimeError`` (``CELCostLimitError`` included)."""
+        ...
+
+
 class SelectorCache:
     """Compiled CEL selectors by expression, least recently used dropped beyond ``size``
-    (upstream keeps 10 in ``cel.NewCache``); compile errors are cached too."""
+    (upstream's scheduler keeps 10 in ``cel.NewCache``). Only successes are kept, as upstream's
+    cache keeps them; ``compile_fn`` is ``dra.cel.compile_selector`` but in tests."""
 
-    def __init__(self, size: int = 64, compile_fn: Callable[[str], CompiledSelector] = compile_selector) -> None:
+    def __init__(self, size: int = 64, compile_fn: Callable[[str], Selector] = compile_selector) -> None:
         self.size = size
         self.compile_fn = compile_fn
-        self._entries: OrderedDict[str, CompiledSelector | CELCompileError] = OrderedDict()
+        self._entries: OrderedDict[str, Selector] = OrderedDict()
 
-    def get(self, expression: str) -> CompiledSelector:
+    def get(self, expression: str) -> Selector:
         """The compiled selector.
 
         Raises:
-            CELCompileError: the expression does not compile (also when cached).
+            CELCompileError: the expression does not compile.
         """
         hit = self._entries.get(expression)
         if hit is None:
-            try:
-                hit = self.compile_fn(expression)
-            except CELCompileError as exc:
-                hit = exc
+            hit = self.compile_fn(expression)
             self._entries[expression] = hit
             if len(self._entries) > self.size:
                 self._entries.popitem(last=False)
         else:
             self._entries.move_to_end(expression)
-        if isinstance(hit, CELCompileError):
-            raise hit
         return hit
 
 
@@ -330,12 +341,30 @@ class Allocator:
         return _Search(self, node_name, node_labels, deadline).run()
 
     def view(self, device: Device, driver: str) -> DeviceView:
-        """What a CEL selector sees of ``device`` (built once per device per cycle)."""
+        """What a CEL selector sees of ``device`` (``cel.Device``), built once per device per
+        cycle. Its ``key`` is its content (driver, attributes, capacity): the adapter's result
+        memo then serves any device with the same content, in any cycle, and nothing else."""
         v = self.views.get(id(device))
         if v is None:
-            v = DeviceView(driver=driver, attributes=device.attributes, capacity=device.capacity)
+            attrs = {name: attribute_value(a) for name, a in device.attributes.items()}
+            caps = {name: c.value for name, c in device.capacity.items()}
+            key = (driver, tuple(sorted(attrs.items())), tuple(sorted(caps.items())))
+            v = DeviceView(driver=driver, attributes=attrs, capacity=caps, key=key)
             self.views[id(device)] = v
         return v
+
+
+def attribute_value(a: DeviceAttribute) -> AttributeValue:
+    """A ``DeviceAttribute`` as the selector sees it (None: no value set, a runtime error)."""
+    if a.int_value is not None:
+        return a.int_value
+    if a.bool_value is not None:
+        return a.bool_value
+    if a.string_value is not None:
+        return a.string_value
+    if a.version_value is not None:
+        return Version(a.version_value)
+    return None
 
 
 _Idx = tuple[int, int, int, int]

@@ -18,9 +18,10 @@ from ome_scheduler.dra.allocator import (
     Allocator,
     DeviceID,
     NodeAllocationFailed,
+    Selector,
     SelectorCache,
 )
-from ome_scheduler.dra.cel import CELCompileError, CELRuntimeError, CompiledSelector, DeviceView
+from ome_scheduler.dra.cel import CELCompileError, CELRuntimeError, DeviceView
 from tests.dra.objects import (
     CLASS_A,
     CLASS_B,
@@ -525,9 +526,8 @@ def test_incomplete_pool_counts_slices_that_do_not_reach_the_node() -> None:
 # ---- the bound ----------------------------------------------------------------------------
 
 
-class _Exploding(CompiledSelector):
+class _Exploding:
     def __init__(self, error: Exception) -> None:
-        super().__init__("x", None)
         self.error = error
 
     def matches(self, device: DeviceView) -> bool:
@@ -546,7 +546,7 @@ def test_a_selector_that_errors_or_exceeds_its_cost_is_an_error_naming_it() -> N
         == "claim ns/claim-0: selector #0: CEL runtime error: operation cancelled: actual cost limit exceeded"
     )
 
-    def refuse(e: str) -> CompiledSelector:
+    def refuse(e: str) -> Selector:
         raise CELCompileError("estimated cost exceeds the limit")
 
     with pytest.raises(
@@ -639,12 +639,12 @@ def test_many_claims_do_not_exhaust_the_recursion_limit() -> None:
 def test_selector_results_are_reused_across_nodes() -> None:
     evaluated: list[str] = []
 
-    class Counting(CompiledSelector):
+    class Counting:
         def matches(self, device: DeviceView) -> bool:
             evaluated.append(device.driver)
             return True
 
-    cache = SelectorCache(compile_fn=lambda e: Counting(e, None))
+    cache = SelectorCache(compile_fn=lambda e: Counting())
     s = slice_("s", "pool-1", DRIVER_A, "d0", "d1", all_nodes=True)
     a = Allocator([claim("c", req("r", CLASS_A))], set(), {CLASS_A: CLASSES[0]}.get, [s], selectors=cache)
     for n in (NODE1, NODE2, "node-3"):
@@ -706,3 +706,20 @@ def test_pruned_search_finds_upstreams_first_solution(seed: int) -> None:
             assert want[k : k + count] == sorted(want[k : k + count], key=order.__getitem__)
             k += count
     assert got == want
+
+
+def test_a_real_selector_past_the_cost_limit_is_an_error_naming_it() -> None:
+    """Five nested comprehensions over ten items: 100,000 iterations, past the adapter's bound."""
+    ten = "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]"
+    expr = "true"
+    for v in "abcde":
+        expr = f"{ten}.all({v}, {expr})"
+    c = claim("claim-0", req("req-0", CLASS_A, selectors=[expr]))
+    start = time.monotonic()
+    with pytest.raises(AllocationError) as err:
+        allocate([c], [one()])
+    assert (
+        str(err.value)
+        == "claim claim-0: selector #0: CEL runtime error: operation cancelled: actual cost limit exceeded"
+    )
+    assert time.monotonic() - start < 2.0
