@@ -44,6 +44,7 @@ from ome_scheduler.framework.types import AffinityTerm, GangKey, GangPlacement, 
 from ome_scheduler.framework.waiting_pods import WaitingPod
 from ome_scheduler.logs import get_logger
 from ome_scheduler.metrics import Metrics
+from ome_scheduler.plugins.dynamicresources.manager import DRAManager
 from ome_scheduler.plugins.registry import default_plugins, in_tree_registry
 from ome_scheduler.plugins.volumestore import VolumeStore
 from ome_scheduler.schedule_one import ScheduleOne
@@ -107,6 +108,9 @@ class Scheduler:
         self.volumes = VolumeStore(lambda ev, old, new: self.queue.move_all_to_active_or_backoff(ev, old, new))
         """PVs, PVCs and StorageClasses for the volume plugins; each storage event retries the
         unschedulable pods that registered it."""
+        self.dra = DRAManager(lambda ev, old, new: self.queue.move_all_to_active_or_backoff(ev, old, new))
+        """ResourceClaims (with assumed and in-flight allocations), ResourceSlices and DeviceClasses
+        for DynamicResources; each of their events retries the unschedulable pods that registered it."""
         self.frameworks: dict[str, Framework] = {}
         self._node_listeners: list[Callable[[Node | None, Node | None], None]] = []
         self.stopping = False
@@ -237,6 +241,10 @@ class Scheduler:
     def volume_store(self) -> VolumeStore:
         """PVs, PVCs and StorageClasses (filled by the storage informers)."""
         return self.volumes
+
+    def dra_manager(self) -> DRAManager:
+        """ResourceClaims, ResourceSlices and DeviceClasses (filled by the DRA informers)."""
+        return self.dra
 
     def activate(self, pods: Iterable[Pod]) -> None:
         """Move these pods from backoffQ or the unschedulable pods straight to activeQ."""

@@ -478,6 +478,10 @@ SCHEDULER_RULES = [
         "verbs": ["list", "watch", "patch"],
     },
     {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": ["list", "watch"]},
+    # DynamicResources (issue 24): informers, and PreBind's claim and claim status patches.
+    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices", "deviceclasses"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/status"], "verbs": ["patch"]},
     {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups"], "verbs": ["get", "list", "watch", "patch"]},
     # The leader keeps PodGroup status and its ome.io/ placement annotations (issue 15).
     {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups/status"], "verbs": ["update"]},
@@ -535,7 +539,13 @@ def test_every_rbac_rule_says_why() -> None:
         for i in rule_lines:
             assert lines[i - 1].lstrip().startswith("#"), f"rule without a comment: {lines[i]!r} in\n{doc}"
     rare = rarely_used(text)
-    assert set(rare) == {Permission("get", "pods"), Permission("get", "podgroups.scheduling.x-k8s.io")}
+    assert set(rare) == {
+        Permission("get", "pods"),
+        Permission("get", "podgroups.scheduling.x-k8s.io"),
+        Permission("get", "resourceclaims.resource.k8s.io"),
+        Permission("patch", "resourceclaims.resource.k8s.io"),
+        Permission("patch", "resourceclaims/status.resource.k8s.io"),
+    }
     granted = set().union(*(rule_permissions(r) for r in SCHEDULER_RULES))
     assert set(rare) <= granted
     assert all(len(why) > 40 for why in rare.values())

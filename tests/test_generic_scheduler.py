@@ -56,6 +56,7 @@ def test_chart_profile_extension_points() -> None:
         "VolumeZone",
         "PodTopologySpread",
         "InterPodAffinity",
+        "DynamicResources",
         "OMEGangPack",
     ]
     assert [p.name for p in fw.score_plugins] == [
@@ -64,10 +65,15 @@ def test_chart_profile_extension_points() -> None:
         "TaintToleration",
         "NodeAffinity",
         "InterPodAffinity",
+        "DynamicResources",
         "NodeResourcesBalancedAllocation",
         "ImageLocality",
     ]
     assert fw.score_weights["NodeResourcesFit"] == 10 and fw.score_weights["TaintToleration"] == 3
+    assert fw.score_weights["DynamicResources"] == 2
+    assert [p.name for p in fw.pre_enqueue_plugins] == ["SchedulingGates", "DynamicResources"]
+    assert [p.name for p in fw.reserve_plugins] == ["VolumeBinding", "DynamicResources", "OMEGangPack"]
+    assert [p.name for p in fw.pre_bind_plugins] == ["VolumeBinding", "DynamicResources"]
     assert [p.name for p in fw.post_filter_plugins] == ["DynamicResources", "OMEGangPack"]
     assert DEFAULT_CONFIG["profiles"][0]["plugins"]["multiPoint"]["disabled"] == [{"name": "DefaultPreemption"}]
 

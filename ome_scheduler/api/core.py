@@ -174,7 +174,8 @@ class Volume(Record, gc=False):
 
 
 class PodResourceClaim(Record, gc=False):
-    """``v1.PodResourceClaim``: only its presence matters (DynamicResources)."""
+    """``v1.PodResourceClaim``: a claim the pod uses by name, or one the resourceclaim controller
+    creates from a template (DynamicResources)."""
 
     name: str = ""
     resource_claim_name: str | None = None
@@ -214,12 +215,22 @@ class PodCondition(Record, gc=False):
     observed_generation: int | None = None
 
 
+class PodResourceClaimStatus(Record, gc=False):
+    """``v1.PodResourceClaimStatus``: the claim the resourceclaim controller created for the pod's
+    ``resourceClaims`` entry ``name`` (None: none was needed)."""
+
+    name: str = ""
+    resource_claim_name: str | None = None
+
+
 class PodStatus(Record):
-    """``v1.PodStatus``: ``phase`` (finished pods are no live gang members), conditions, ``nominatedNodeName``."""
+    """``v1.PodStatus``: ``phase`` (finished pods are no live gang members), conditions,
+    ``nominatedNodeName``, and the claims generated from templates (DynamicResources)."""
 
     phase: str = ""
     conditions: list[PodCondition] = []
     nominated_node_name: str = ""
+    resource_claim_statuses: list[PodResourceClaimStatus] = []
 
 
 class Pod(Record):

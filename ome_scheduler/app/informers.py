@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ome_scheduler.api.core import Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass
+from ome_scheduler.api.resource import DeviceClass, ResourceClaim, ResourceSlice
 from ome_scheduler.api.scheduling import PodGroup
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ class InformerSpec:
     """One informer: what it lists and watches, and which handlers it feeds.
 
     ``owner`` is the scheduler attribute holding the handlers (``handlers`` for the event
-    handlers, ``volumes`` for the volume store) and ``kind`` their name part: the informer
+    handlers, ``volumes`` for the volume store, ``dra`` for the DRA manager) and ``kind`` their name part: the informer
     calls ``on_{kind}_add``, ``on_{kind}_update``, ``on_{kind}_delete`` and, if present,
     ``on_{kind}_invalid`` (an object that cannot be decoded) and ``on_{kind}_error`` (a handler
     raised while handling it). An ``optional`` informer is waited for only as long as a plugin
@@ -59,6 +60,9 @@ INFORMERS: tuple[InformerSpec, ...] = (
     InformerSpec("persistentvolumes", "/api/v1/persistentvolumes", PersistentVolume, "volumes", "pv"),
     InformerSpec("persistentvolumeclaims", "/api/v1/persistentvolumeclaims", PersistentVolumeClaim, "volumes", "pvc"),
     InformerSpec("storageclasses", "/apis/storage.k8s.io/v1/storageclasses", StorageClass, "volumes", "class"),
+    InformerSpec("resourceclaims", "/apis/resource.k8s.io/v1/resourceclaims", ResourceClaim, "dra", "claim"),
+    InformerSpec("resourceslices", "/apis/resource.k8s.io/v1/resourceslices", ResourceSlice, "dra", "slice"),
+    InformerSpec("deviceclasses", "/apis/resource.k8s.io/v1/deviceclasses", DeviceClass, "dra", "class"),
     InformerSpec(
         "podgroups",
         "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",
@@ -69,7 +73,8 @@ INFORMERS: tuple[InformerSpec, ...] = (
         not_synced="PodGroup informer not synced; continuing (is the PodGroup CRD installed?)",
     ),
 )
-"""The informer set (``informerFactory`` in kube-scheduler, plus the PodGroup CRD)."""
+"""The informer set (``informerFactory`` in kube-scheduler, with the DRA objects DynamicResources
+reads, plus the PodGroup CRD)."""
 
 
 def build_informer(client: KubeClient, spec: InformerSpec, scheduler: Scheduler) -> Informer[Any]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import msgspec
 
 from ome_scheduler.api.core import NodeAffinity, TopologySpreadConstraint
+from ome_scheduler.util.durations import parse_go_duration
 
 LEAST_ALLOCATED = "LeastAllocated"
 MOST_ALLOCATED = "MostAllocated"
@@ -23,6 +24,8 @@ REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
 SYSTEM_DEFAULTING = "System"
 LIST_DEFAULTING = "List"
 MAX_CUSTOM_PRIORITY_SCORE = 10
+DYNAMIC_RESOURCES_FILTER_TIMEOUT_DEFAULT = 10.0
+"""``DynamicResourcesFilterTimeoutDefault`` (seconds), set while DRASchedulerFilterTimeout is on (1.35's default)."""
 """The top of a RequestedToCapacityRatio shape score (``config.MaxCustomPriorityScore``)."""
 
 
@@ -111,6 +114,21 @@ class VolumeBindingArgs(_Args, frozen=True):
     shape: tuple[UtilizationShapePoint, ...] = ()
 
 
+class DynamicResourcesArgs(_Args, frozen=True):
+    """``DynamicResourcesArgs``: ``filterTimeout`` is a Go duration (default ``10s``; ``0s`` turns the
+    per-node Filter timeout off); ``bindingTimeout`` belongs to DRADeviceBindingConditions, which is
+    off in 1.35, and is refused when set."""
+
+    filter_timeout: str | None = None
+    binding_timeout: str | None = None
+
+    def filter_timeout_seconds(self) -> float:
+        """The Filter timeout in seconds (0: none); call only on validated arguments."""
+        if self.filter_timeout is None:
+            return DYNAMIC_RESOURCES_FILTER_TIMEOUT_DEFAULT
+        return parse_go_duration(self.filter_timeout)
+
+
 class OMEGangPackArgs(msgspec.Struct, frozen=True, kw_only=True):
     """OMEGangPack's arguments (``docs/design/gang-scheduling.md`` §12.1), validated; times in seconds.
 
@@ -155,6 +173,7 @@ PluginArgs = (
     | NodeAffinityArgs
     | PodTopologySpreadArgs
     | VolumeBindingArgs
+    | DynamicResourcesArgs
     | OMEGangPackArgs
 )
 """The arguments of any plugin that takes some."""

@@ -34,6 +34,7 @@ from ome_scheduler.config.pluginargs import (
     MOST_ALLOCATED,
     REQUESTED_TO_CAPACITY_RATIO,
     SYSTEM_DEFAULTING,
+    DynamicResourcesArgs,
     InterPodAffinityArgs,
     NodeAffinityArgs,
     NodeResourcesBalancedAllocationArgs,
@@ -44,6 +45,7 @@ from ome_scheduler.config.pluginargs import (
     PodTopologySpreadArgs,
     VolumeBindingArgs,
 )
+from ome_scheduler.util.durations import format_go_duration, parse_go_duration
 from ome_scheduler.util.validation import is_qualified_name
 
 T = TypeVar("T")
@@ -214,6 +216,32 @@ def validate_volume_binding_args(args: VolumeBindingArgs) -> VolumeBindingArgs:
     return args
 
 
+def validate_dynamic_resources_args(args: DynamicResourcesArgs) -> DynamicResourcesArgs:
+    """``ValidateDynamicResourcesArgs`` with 1.35's
+    default gates (DRASchedulerFilterTimeout on, DRADeviceBindingConditions off).
+
+    Raises:
+        ConfigError: ``filterTimeout: Invalid value: "-1s": must be zero or positive``, a
+            filterTimeout that is no duration, or
+            ``bindingTimeout: Forbidden: DRADeviceBindingConditions or DRAResourceClaimDeviceStatus
+            feature gate is disabled`` (one line).
+    """
+    if args.filter_timeout is not None:
+        try:
+            seconds = parse_go_duration(args.filter_timeout)
+        except ValueError as exc:
+            raise ConfigError(f"filterTimeout: Invalid value: {args.filter_timeout!r}: {exc}") from None
+        if seconds < 0:
+            shown = format_go_duration(seconds)
+            raise ConfigError(f'filterTimeout: Invalid value: "{shown}": must be zero or positive')
+    if args.binding_timeout is not None:
+        raise ConfigError(
+            "bindingTimeout: Forbidden: DRADeviceBindingConditions or DRAResourceClaimDeviceStatus "
+            "feature gate is disabled"
+        )
+    return args
+
+
 def validate_ome_gang_pack_args(args: OMEGangPackArgsV1) -> OMEGangPackArgs:
     """OMEGangPack's checks in the order of ``docs/design/gang-scheduling.md`` §12.2; unset packing is True.
 
@@ -332,6 +360,9 @@ _DECODINGS: dict[str, _Decoding] = {
         nullable=frozenset({"defaultConstraints", "defaultingType"}),
         messages={"defaultingType": '{path}: Unsupported value: "{value}": supported values: "System", "List"'},
         embedded=("defaultConstraints",),
+    ),
+    "DynamicResources": _Decoding(
+        DynamicResourcesArgs, validate_dynamic_resources_args, nullable=frozenset({"filterTimeout", "bindingTimeout"})
     ),
     "VolumeBinding": _Decoding(
         VolumeBindingArgs,

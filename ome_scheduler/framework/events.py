@@ -69,6 +69,9 @@ PERSISTENT_VOLUME = "PersistentVolume"
 PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
 STORAGE_CLASS = "storage.k8s.io/StorageClass"
 CSI_NODE = "storage.k8s.io/CSINode"
+RESOURCE_CLAIM = "resource.k8s.io/ResourceClaim"
+RESOURCE_SLICE = "resource.k8s.io/ResourceSlice"
+DEVICE_CLASS = "resource.k8s.io/DeviceClass"
 NAMESPACE = "Namespace"
 POD_GROUP = "podgroups.v1alpha1.scheduling.x-k8s.io"
 WILDCARD = "*"
@@ -194,6 +197,8 @@ def pod_scheduling_properties_change(new: Pod, old: Pod) -> list[ClusterEvent]:
         events.append(ClusterEvent(r, ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED))
     if len(new.spec.tolerations) != len(old.spec.tolerations):
         events.append(ClusterEvent(r, ActionType.UPDATE_POD_TOLERATION))
+    if new.status.resource_claim_statuses != old.status.resource_claim_statuses:
+        events.append(ClusterEvent(r, ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM))
     if not events:
         events.append(ClusterEvent(r, ActionType.UPDATE))
     return events

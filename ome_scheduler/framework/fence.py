@@ -124,6 +124,10 @@ class FencedApiWriter:
         check()
         return await self.inner.patch(path, body, content_type, guard=check, **kw)
 
+    async def get(self, path: str, params: dict[str, str] | None = None, **kw: Any) -> bytes:
+        """GET through ``inner``: a read records no decision, so the fence does not apply."""
+        return await self.inner.get(path, params, **kw)
+
 
 def _chain(first: Callable[[], None], then: Callable[[], None] | None) -> Callable[[], None]:
     """A guard that runs ``first``, then ``then`` (when given)."""

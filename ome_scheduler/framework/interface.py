@@ -440,11 +440,18 @@ class Binder(Protocol):
 
 
 class ApiWriter(Protocol):
-    """The port VolumeBinding's PreBind patches PersistentVolumes and claims through."""
+    """The port the binding cycle's plugins write through: VolumeBinding's PreBind patches
+    PersistentVolumes and claims, DynamicResources patches ResourceClaims (and reads one back
+    after a conflict). Errors carry the HTTP status as ``code`` (409: a conflict)."""
 
     async def patch(self, path: str, body: Any, content_type: str = ..., **kw: Any) -> bytes:
-        """JSON merge PATCH of ``path``; raises on API errors. ``guard=`` in ``kw`` works as
-        :meth:`Binder.bind`'s."""
+        """PATCH of ``path`` (JSON merge patch unless ``content_type`` says otherwise); returns
+        the object as the API server answered; raises on API errors. ``guard=`` in ``kw`` works
+        as :meth:`Binder.bind`'s."""
+        ...
+
+    async def get(self, path: str, params: dict[str, str] | None = None, **kw: Any) -> bytes:
+        """GET ``path``; raises on API errors (a read: not fenced)."""
         ...
 
 

@@ -129,3 +129,11 @@ class NoVolumeWriter:
             RuntimeError: always, naming the object that would have been written.
         """
         raise RuntimeError(f"simulate does not bind volumes (would PATCH {path})")
+
+    async def get(self, path: str, params: dict[str, str] | None = None, **kw: Any) -> bytes:
+        """Refuse (only a PATCH that met a conflict reads back).
+
+        Raises:
+            RuntimeError: always.
+        """
+        raise RuntimeError(f"simulate reads nothing back (would GET {path})")

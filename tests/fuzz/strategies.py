@@ -20,8 +20,14 @@ schema), including the values that are legal but hostile:
 * PodGroups with any ``minMember`` >= 1 and ``scheduleTimeoutSeconds`` over int32, and a
   topology-key annotation that may be any string.
 
-``world()`` draws one small cluster: namespaces, nodes, PodGroups and pods that refer to each
-other (pods name the PodGroups, selectors use the node labels).
+* DRA: device classes (one matching nothing, one named but never created), ResourceSlices on one
+  node, on a selector's nodes or on all nodes, in pools that may be incomplete or of a newer
+  generation; ResourceClaims with ExactCount, All, admin access, ``firstAvailable`` and
+  ``matchAttribute``, some already allocated and reserved; pods naming claims (some missing) or
+  templates whose claim may not exist yet.
+
+``world()`` draws one small cluster: namespaces, nodes, PodGroups, DRA objects and pods that
+refer to each other (pods name the PodGroups and claims, selectors use the node labels).
 """
 
 from __future__ import annotations
@@ -450,12 +456,177 @@ def world(draw: st.DrawFn, max_nodes: int = 6, max_pods: int = 14) -> dict[str, 
     namespaces = ["tenant-a", "tenant-b"]
     node_names = [f"n{i}" for i in range(draw(st.integers(0, max_nodes)))]
     groups = [(draw(st.sampled_from(namespaces)), f"g{i}") for i in range(draw(st.integers(0, 3)))]
+    dra = draw(dra_world(namespaces, node_names))
+    claims = [(c["metadata"]["namespace"], c["metadata"]["name"]) for c in dra["resourceclaims"]]
+    pods = []
+    for i in range(draw(st.integers(1, max_pods))):
+        p = draw(pod(f"p{i}", namespaces=namespaces, node_names=node_names, pod_groups=groups))
+        if draw(st.integers(0, 2)) == 0:
+            entries, statuses = draw(pod_resource_claims(claims, p["metadata"]["namespace"], f"p{i}"))
+            p["spec"]["resourceClaims"] = entries
+            if draw(st.booleans()):  # a modest pod, so DynamicResources is what decides
+                for k in ("affinity", "nodeSelector", "topologySpreadConstraints", "schedulingGates", "overhead"):
+                    p["spec"].pop(k, None)
+                p["spec"]["tolerations"] = [{"operator": "Exists"}]
+                p["spec"]["containers"] = [{"name": "c"}]
+                p["spec"].pop("initContainers", None)
+                p["spec"].pop("resources", None)
+                p["metadata"]["labels"].pop("scheduling.x-k8s.io/pod-group", None)
+            if statuses:
+                p["status"] = {"resourceClaimStatuses": statuses}
+        pods.append(p)
     return {
         "namespaces": [draw(namespace(n)) for n in namespaces],
         "nodes": [draw(node(n)) for n in node_names],
         "podgroups": [draw(pod_group(name, ns)) for ns, name in groups],
-        "pods": [
-            draw(pod(f"p{i}", namespaces=namespaces, node_names=node_names, pod_groups=groups))
-            for i in range(draw(st.integers(1, max_pods)))
+        **dra,
+        "pods": pods,
+    }
+
+
+# ---- DRA: DeviceClasses, ResourceSlices, ResourceClaims ----------------------------------------
+
+DRA_DRIVERS = ["gpu.example.com", "nic.example.com"]
+DRA_CLASSES = ["gpu", "nic", "none", "missing"]
+"""``none`` selects no device; ``missing`` is named by requests but never created."""
+
+
+def device_classes() -> list[dict[str, Any]]:
+    """The classes requests name: one per driver, and one whose selector matches nothing."""
+    out = [
+        {
+            "metadata": {"name": name, "uid": f"uid-dc-{name}", "resourceVersion": "1"},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
+        }
+        for name, driver in zip(DRA_CLASSES[:2], DRA_DRIVERS, strict=True)
+    ]
+    out.append(
+        {
+            "metadata": {"name": "none", "uid": "uid-dc-none", "resourceVersion": "1"},
+            "spec": {"selectors": [{"cel": {"expression": 'device.driver == "nobody"'}}]},
+        }
+    )
+    return out
+
+
+@st.composite
+def resource_slice(draw: st.DrawFn, name: str, node_names: list[str]) -> dict[str, Any]:
+    """A slice of up to 6 devices on one node, every node, or the nodes a selector picks; its pool
+    may be incomplete (``resourceSliceCount`` 2) or of a newer generation."""
+    driver = draw(st.sampled_from(DRA_DRIVERS))
+    spec: dict[str, Any] = {
+        "driver": driver,
+        "pool": {
+            "name": draw(st.sampled_from(["p0", "p1", *node_names[:2]])),
+            "generation": draw(st.integers(1, 2)),
+            "resourceSliceCount": draw(st.sampled_from([1, 1, 1, 2])),
+        },
+        "devices": [
+            {
+                "name": f"d{i}",
+                "attributes": {
+                    "numa": {"int": draw(st.integers(0, 1))},
+                    "model": {"string": draw(st.sampled_from(["a", "b"]))},
+                },
+                "capacity": {"memory": {"value": draw(st.sampled_from(["40Gi", "80Gi"]))}},
+            }
+            for i in range(draw(st.integers(0, 6)))
         ],
     }
+    if draw(st.booleans()):
+        spec["driver"] = DRA_DRIVERS[0]
+    where = draw(st.integers(0, 3))
+    if where == 0 or not node_names:
+        spec["allNodes"] = True
+    elif where == 1:
+        spec["nodeSelector"] = {"nodeSelectorTerms": [draw(node_selector_term(node_names))]}
+    else:
+        spec["nodeName"] = draw(st.sampled_from(node_names))
+    return {"metadata": {"name": name, "uid": f"uid-rs-{name}", "resourceVersion": "1"}, "spec": spec}
+
+
+@st.composite
+def device_request(draw: st.DrawFn, name: str) -> dict[str, Any]:
+    """``exactly`` (ExactCount 1..3 or All, admin access sometimes) or ``firstAvailable``."""
+    if draw(st.integers(0, 3)) == 0:
+        subs = [
+            {
+                "name": f"s{i}",
+                "deviceClassName": draw(st.sampled_from(DRA_CLASSES[:3])),
+                "count": draw(st.integers(1, 3)),
+            }
+            for i in range(draw(st.integers(1, 3)))
+        ]
+        return {"name": name, "firstAvailable": subs}
+    exactly: dict[str, Any] = {"deviceClassName": draw(st.sampled_from(["gpu", "gpu", "gpu", "nic", *DRA_CLASSES[2:]]))}
+    if draw(st.integers(0, 4)) == 0:
+        exactly["allocationMode"] = "All"
+    else:
+        exactly["allocationMode"] = "ExactCount"
+        exactly["count"] = draw(st.sampled_from([1, 1, 2, 3]))
+    if draw(st.integers(0, 5)) == 0:
+        exactly["adminAccess"] = True
+    return {"name": name, "exactly": exactly}
+
+
+@st.composite
+def resource_claim(draw: st.DrawFn, name: str, ns: str) -> dict[str, Any]:
+    """A claim of 1..3 requests, maybe a NUMA ``matchAttribute``; sometimes already allocated
+    (to a device that may or may not exist) and reserved for some pod."""
+    requests = [draw(device_request(f"r{i}")) for i in range(draw(st.sampled_from([1, 1, 2, 3])))]
+    devices: dict[str, Any] = {"requests": requests}
+    if draw(st.integers(0, 2)) == 0:
+        devices["constraints"] = [{"matchAttribute": f"{draw(st.sampled_from(DRA_DRIVERS))}/numa"}]
+    status: dict[str, Any] = {}
+    if draw(st.integers(0, 4)) == 0:
+        status["allocation"] = {
+            "devices": {
+                "results": [
+                    {
+                        "request": "r0",
+                        "driver": draw(st.sampled_from(DRA_DRIVERS)),
+                        "pool": draw(st.sampled_from(["p0", "p1"])),
+                        "device": f"d{draw(st.integers(0, 5))}",
+                    }
+                ]
+            }
+        }
+        if draw(st.booleans()):
+            status["reservedFor"] = [{"resource": "pods", "name": "someone", "uid": "uid-someone"}]
+    return {
+        "metadata": {"name": name, "namespace": ns, "uid": f"uid-rc-{ns}-{name}", "resourceVersion": "1"},
+        "spec": {"devices": devices},
+        "status": status,
+    }
+
+
+@st.composite
+def dra_world(draw: st.DrawFn, namespaces: list[str], node_names: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """Classes, slices and claims for :func:`world` (claims named ``rc<i>`` in each namespace)."""
+    return {
+        "deviceclasses": device_classes(),
+        "resourceslices": [draw(resource_slice(f"rs{i}", node_names)) for i in range(draw(st.integers(0, 5)))],
+        "resourceclaims": [
+            draw(resource_claim(f"rc{i}", ns)) for ns in namespaces for i in range(draw(st.integers(1, 3)))
+        ],
+    }
+
+
+@st.composite
+def pod_resource_claims(
+    draw: st.DrawFn, claims: list[tuple[str, str]], ns: str, pod_name: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(``spec.resourceClaims``, ``status.resourceClaimStatuses``): claims by name (some of them
+    missing), or from a template whose claim may not be created yet."""
+    mine = [n for c_ns, n in claims if c_ns == ns]
+    here = mine * 3 + ["absent"] if mine else ["absent"]
+    entries: list[dict[str, Any]] = []
+    statuses: list[dict[str, Any]] = []
+    for i in range(draw(st.sampled_from([1, 1, 2]))):
+        if draw(st.integers(0, 3)) == 0:
+            entries.append({"name": f"t{i}", "resourceClaimTemplateName": "template"})
+            if draw(st.booleans()):
+                statuses.append({"name": f"t{i}", "resourceClaimName": draw(st.sampled_from(here))})
+        else:
+            entries.append({"name": f"c{i}", "resourceClaimName": draw(st.sampled_from(here))})
+    return entries, statuses

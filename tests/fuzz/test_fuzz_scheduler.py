@@ -10,9 +10,12 @@ pods referring to each other, with hostile but legal values) and runs it through
    informer's ``invalid`` or ``failed``: an accepted object must decode and be handled);
 2. the scheduling loop runs until the queue is drained (bounded), each cycle timed: no cycle
    may take longer than ``MAX_CYCLE_SECONDS``, no pod may fail with an Error
-   (``SchedulerError``), and bound pods come back from the "API server" as updates;
-3. then updates (labels, requests, a bound pod's node) and deletes of every kind, and another
-   round of cycles; finally Permit waits are rejected and binding cycles drained (bounded).
+   (``SchedulerError``) but those upstream gives too (:data:`DRA_ERRORS`), and bound pods come
+   back from the "API server" as updates;
+3. then updates (labels, requests, a bound pod's node, a slice's pool generation) and deletes of
+   every kind, and another round of cycles (DynamicResources' claim writes go to an in-memory
+   API server and come back through the claim informer); finally Permit waits are rejected and
+   binding cycles drained (bounded).
 
 CI runs ``OME_FUZZ_EXAMPLES`` examples per delivery mode (default 300, derandomized: the same
 examples every run, no example database), over 10,000 objects; the module's last test checks
@@ -34,12 +37,13 @@ from hypothesis import strategies as st
 
 from ome_scheduler.app.informers import INFORMERS, InformerSpec, build_informer
 from ome_scheduler.config.load import parse_config
-from ome_scheduler.kube.client import KubeClient
+from ome_scheduler.kube.client import ApiError, KubeClient
 from ome_scheduler.kube.informer import Informer
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.scheduler import Scheduler
 from ome_scheduler.util.quantity import INT64_MAX, milli_value, parse_quantity, value
 from tests.fuzz import strategies as fz
+from tests.support.dra_env import merge
 from tests.support.plugins_env import chart_config
 
 EXAMPLES = int(os.environ.get("OME_FUZZ_EXAMPLES", "300"))
@@ -54,8 +58,27 @@ FUZZ_SETTINGS = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
 )
 SPECS = {spec.name: spec for spec in INFORMERS}
-KIND = {"namespaces": "namespace", "nodes": "node", "podgroups": "pod_group", "pods": "pod"}
-stats = {"objects": 0, "cycles": 0, "longest_cycle": 0.0, "bound": 0, "examples": 0}
+KIND = {
+    "namespaces": "namespace",
+    "nodes": "node",
+    "podgroups": "pod_group",
+    "pods": "pod",
+    "resourceclaims": "claim",
+    "resourceslices": "slice",
+    "deviceclasses": "class",
+}
+ORDER = ("namespaces", "nodes", "podgroups", "deviceclasses", "resourceslices", "resourceclaims", "pods")
+DRA_ERRORS = (
+    "asks for all devices, but resource pool",
+    "because a claim constraint would not be satisfied",
+    "got deleted in the meantime",
+    "got allocated elsewhere in the meantime",
+    ": 404 NotFound: ",
+)
+"""Error statuses upstream gives too, the only SchedulerErrors a fuzzed cluster may show: an
+``All`` request over an incomplete pool or against its own ``matchAttribute``, and a claim that churn deleted or changed while
+PreBind was writing it (binding cycles overlap the churn)."""
+stats = {"objects": 0, "cycles": 0, "longest_cycle": 0.0, "bound": 0, "bound_with_claims": 0, "examples": 0}
 
 
 class Recorder:
@@ -85,6 +108,46 @@ class Binder:
         self.bound.append((namespace, name, node))
 
 
+class ClaimWriter:
+    """The API server's side of DynamicResources' claim writes: merge patches of a claim's
+    metadata or status guarded by ``resourceVersion`` (409 when stale), the reservation removal,
+    GETs; each write comes back through the claim informer."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.c = cluster
+
+    def _key(self, path: str) -> tuple[tuple[str, str], bool]:
+        parts = path.split("/")
+        return ("resourceclaims", f"{parts[5]}/{parts[7]}"), path.endswith("/status")
+
+    async def get(self, path: str, params: Any = None, **kw: Any) -> bytes:
+        key, _ = self._key(path)
+        obj = self.c.objects.get(key)
+        if obj is None:
+            raise ApiError(404, "NotFound", "not found")
+        return json.dumps(obj).encode()
+
+    async def patch(self, path: str, body: Any, content_type: str = "", **kw: Any) -> bytes:
+        key, status = self._key(path)
+        cur = self.c.objects.get(key)
+        if cur is None:
+            raise ApiError(404, "NotFound", "not found")
+        meta = body.get("metadata", {})
+        if meta.get("resourceVersion") not in (None, cur["metadata"]["resourceVersion"]):
+            raise ApiError(409, "Conflict", "the object has been modified")
+        new = json.loads(json.dumps(cur))
+        if content_type == "application/strategic-merge-patch+json":
+            gone = {e["uid"] for e in body["status"]["reservedFor"]}
+            st_ = new.setdefault("status", {})
+            st_["reservedFor"] = [r for r in st_.get("reservedFor", []) if r.get("uid") not in gone]
+        elif status:
+            new["status"] = merge(new.get("status", {}), body.get("status", {}))
+        else:
+            new["metadata"] = merge(new["metadata"], {k: v for k, v in meta.items() if k != "resourceVersion"})
+        self.c.deliver("resourceclaims", "MODIFIED", new)
+        return json.dumps(new).encode()
+
+
 class Cluster:
     """One scheduler fed the way the API server would feed it."""
 
@@ -93,7 +156,9 @@ class Cluster:
         self.recorder = Recorder()
         self.binder = Binder()
         cfg = parse_config(chart_config(), "fuzz")
-        self.s = Scheduler(cfg, metrics=Metrics(), binder=self.binder, recorder=self.recorder)
+        self.s = Scheduler(
+            cfg, metrics=Metrics(), binder=self.binder, recorder=self.recorder, api_writer=ClaimWriter(self)
+        )
         self.informers: dict[str, Informer[Any]] = {
             name: build_informer(cast(KubeClient, None), spec, self.s) for name, spec in SPECS.items()
         }
@@ -159,6 +224,7 @@ class Cluster:
             obj = json.loads(json.dumps(obj))
             obj["spec"]["nodeName"] = node
             stats["bound"] += 1
+            stats["bound_with_claims"] += bool(obj["spec"].get("resourceClaims"))
             self.deliver("pods", "MODIFIED", obj)
 
     async def shutdown(self) -> None:
@@ -168,7 +234,8 @@ class Cluster:
         await self.s.drain_bindings(timeout=2.0)
         for task in list(self.s.cycles.binding_tasks):
             task.cancel()
-        assert not [c for c in self.recorder.conditions if c[1] == "SchedulerError"], self.recorder.conditions
+        errors = [c for c in self.recorder.conditions if c[1] == "SchedulerError"]
+        assert not [c for c in errors if not any(e in c[2] for e in DRA_ERRORS)], errors
 
 
 def churn(draw: st.DrawFn, c: Cluster, w: dict[str, list[dict[str, Any]]]) -> None:
@@ -193,7 +260,12 @@ def churn(draw: st.DrawFn, c: Cluster, w: dict[str, list[dict[str, Any]]]) -> No
             c.deliver(
                 "podgroups", "MODIFIED", draw(fz.pod_group(obj["metadata"]["name"], obj["metadata"]["namespace"]))
             )
-    for informer in ("pods", "nodes", "podgroups", "namespaces"):
+    for obj in w["resourceslices"]:
+        if draw(st.integers(0, 3)) == 0:
+            obj = json.loads(json.dumps(obj))
+            obj["spec"]["pool"]["generation"] += 1
+            c.deliver("resourceslices", "MODIFIED", obj)
+    for informer in ("pods", "nodes", "podgroups", "namespaces", "resourceclaims", "resourceslices", "deviceclasses"):
         for obj in w[informer]:
             if draw(st.integers(0, 4)) == 0:
                 c.deliver(informer, "DELETED", json.loads(json.dumps(obj)))
@@ -205,7 +277,7 @@ def run_world(mode: str, data: st.DataObject) -> None:
     stats["examples"] += 1
 
     async def main() -> None:
-        for informer in ("namespaces", "nodes", "podgroups", "pods"):
+        for informer in ORDER:
             for obj in w[informer]:
                 c.deliver(informer, "ADDED", json.loads(json.dumps(obj)))
         await c.cycles(limit=3 * len(w["pods"]) + 5)
@@ -248,7 +320,8 @@ def test_fuzz_volume() -> None:
     """Runs last (file order): the run pushed at least MIN_OBJECTS objects through, with figures."""
     print(
         f"\nfuzz: {stats['examples']} clusters, {stats['objects']} objects delivered, {stats['cycles']} scheduling "
-        f"cycles (longest {stats['longest_cycle'] * 1000:.1f} ms), {stats['bound']} pods bound"
+        f"cycles (longest {stats['longest_cycle'] * 1000:.1f} ms), {stats['bound']} pods bound "
+        f"({stats['bound_with_claims']} with ResourceClaims)"
     )
     if EXAMPLES < 300:
         pytest.skip("OME_FUZZ_EXAMPLES lowered: the volume goal does not apply")
