@@ -7,7 +7,9 @@ failed.
 
 Per module: ``scheduler`` runs one ome-scheduler with ``scheduler_config`` (the chart's defaults;
 a module overrides that fixture to change it); ``mpi_operator`` and ``training_operator`` run a
-job operator that creates PodGroups for ``ome-scheduler`` (``e2e/harness/operators.py``). Per test:
+job operator that creates PodGroups for ``ome-scheduler`` (``e2e/harness/operators.py``);
+``lws_controller`` runs the LeaderWorkerSet controller and ``ome_manager`` OME's controller-manager
+after it (``e2e/harness/serving.py``). Per test:
 ``ns`` is a namespace of its own; in a module marked ``pytest.mark.invariants_after_test`` the shared invariants (``assert_invariants``)
 are checked on it after the test, before it is deleted; ``clean_release`` removes the chart's
 release (``helm uninstall``, namespace ``ome``) before and after the test.
@@ -33,6 +35,7 @@ from e2e.harness.invariants import assert_invariants
 from e2e.harness.measurements import MEASUREMENTS
 from e2e.harness.operators import MPIOperator, TrainingOperator
 from e2e.harness.scheduler import SchedulerProcess, failed_attempts_by_gang, worst_attempt_window
+from e2e.harness.serving import LWSController, OMEManager
 from tests.support.manifests import chart_config, unique
 
 SUITE_START = pytest.StashKey[dt.datetime]()
@@ -161,6 +164,21 @@ def training_operator(cluster: Cluster) -> Iterator[TrainingOperator]:
     """The training-operator for PyTorchJobs (CRD installed) with ``--gang-scheduler-name=ome-scheduler``."""
     with TrainingOperator(cluster) as op:
         yield op
+
+
+@pytest.fixture(scope="module")
+def lws_controller(cluster: Cluster) -> Iterator[LWSController]:
+    """The LeaderWorkerSet controller (CRD and webhooks installed), stopped after the module."""
+    with LWSController(cluster) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def ome_manager(cluster: Cluster, lws_controller: LWSController) -> Iterator[OMEManager]:
+    """OME's controller-manager (CRDs and its ConfigMap installed), started after the LWS
+    controller, whose CRD it probes for once at start; stopped after the module."""
+    with OMEManager(cluster) as m:
+        yield m
 
 
 @pytest.fixture

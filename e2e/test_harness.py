@@ -1,4 +1,5 @@
-"""The harness's pure parts, without a cluster: the invariants checker and the scheduler log readers.
+"""The harness's pure parts, without a cluster: the invariants checker, the scheduler log readers,
+and what the LWS controller is given (its webhook certificates and configurations).
 
 ``e2e/harness/invariants.py`` is the one checker of the e2e tests and the soak; its rules are
 checked here on hand-made objects. ``make test`` runs this file with the unit tests.
@@ -6,9 +7,15 @@ checked here on hand-made objects. ``make test`` runs this file with the unit te
 
 from __future__ import annotations
 
+import ipaddress
+from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from e2e.harness.invariants import (
     bound_twice,
@@ -19,7 +26,10 @@ from e2e.harness.invariants import (
     split_gangs,
     violations,
 )
+from e2e.harness.pki import webhook_pki
+from e2e.harness.processes import ClusterError
 from e2e.harness.scheduler import failed_attempts_by_gang, parse_drift, worst_attempt_window
+from e2e.harness.serving import WEBHOOK_DIR, lws_webhook_configurations, private_webhook_dir
 from ome_scheduler.api.core import Pod
 from ome_scheduler.framework.types import pod_requests
 
@@ -231,3 +241,82 @@ def test_failed_attempts_are_read_by_gang_and_counted_per_window() -> None:
     assert got["ns/g"][1] - got["ns/g"][0] == 1.5
     assert worst_attempt_window([0.0, 1.0, 2.0, 30.0, 31.0], 10.0) == 3
     assert worst_attempt_window([], 10.0) == 0
+
+
+def test_webhook_pki_is_what_the_lws_certificate_rotator_keeps() -> None:
+    """cert-controller keeps a Secret whose CA verifies for its CA name and whose CA key parses as
+    PKCS#1; the serving certificate must also be good for the loopback address the API server calls."""
+    certs = webhook_pki("lws-ca", "lws", ["lws-webhook-service.lws-system.svc"], ["127.0.0.1"])
+    assert set(certs) == {"ca.crt", "ca.key", "tls.crt", "tls.key"}
+    assert certs["ca.key"].startswith(b"-----BEGIN RSA PRIVATE KEY-----")  # PKCS#1
+    assert isinstance(serialization.load_pem_private_key(certs["ca.key"], None), rsa.RSAPrivateKey)
+    ca = x509.load_pem_x509_certificate(certs["ca.crt"])
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    ca_sans = ca.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert ca_sans.get_values_for_type(x509.DNSName) == ["lws-ca"]
+    leaf = x509.load_pem_x509_certificate(certs["tls.crt"])
+    leaf.verify_directly_issued_by(ca)
+    sans = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sans.get_values_for_type(x509.DNSName) == ["lws-webhook-service.lws-system.svc"]
+    assert sans.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.1")]
+    # The rotator looks 90 days ahead before it calls a certificate still good.
+    assert (leaf.not_valid_after_utc - leaf.not_valid_before_utc).days > 90
+
+
+_MANIFESTS = """---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata:
+  name: mutating-webhook-configuration
+webhooks:
+- name: mleaderworkerset.kb.io
+  clientConfig: {service: {name: webhook-service, namespace: system, path: /mutate-lws}}
+- name: mpod.kb.io
+  clientConfig: {service: {name: webhook-service, namespace: system, path: /mutate--v1-pod}}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: validating-webhook-configuration
+webhooks:
+- name: vpod.kb.io
+  clientConfig: {service: {name: webhook-service, namespace: system, path: /validate--v1-pod}}
+"""
+
+
+def _patch(index: int, name: str, path: str) -> str:
+    return f"""- op: replace
+  path: /webhooks/{index}
+  value:
+    name: {name}
+    clientConfig: {{service: {{name: webhook-service, namespace: system, path: {path}}}}}
+    objectSelector:
+      matchExpressions: [{{key: leaderworkerset.sigs.k8s.io/name, operator: Exists}}]
+"""
+
+
+def test_lws_webhook_configurations_are_patched_prefixed_and_served_on_loopback(tmp_path: Path) -> None:
+    (tmp_path / "manifests.yaml").write_text(_MANIFESTS)
+    (tmp_path / "mutating-patch.yaml").write_text(_patch(1, "mpod.kb.io", "/mutate--v1-pod"))
+    (tmp_path / "validating-patch.yaml").write_text(_patch(0, "vpod.kb.io", "/validate--v1-pod"))
+    mutating, validating = lws_webhook_configurations(tmp_path, "https://127.0.0.1:9443", b"CA")
+    assert mutating["metadata"] == {"name": "lws-mutating-webhook-configuration"}
+    assert validating["metadata"] == {"name": "lws-validating-webhook-configuration"}
+    lws_hook, pod_hook = mutating["webhooks"]
+    assert lws_hook["clientConfig"] == {"url": "https://127.0.0.1:9443/mutate-lws", "caBundle": "Q0E="}
+    assert "objectSelector" not in lws_hook
+    assert pod_hook["clientConfig"]["url"] == "https://127.0.0.1:9443/mutate--v1-pod"
+    for hook in (pod_hook, validating["webhooks"][0]):
+        assert hook["objectSelector"]["matchExpressions"][0]["key"] == "leaderworkerset.sigs.k8s.io/name"
+    (tmp_path / "validating-patch.yaml").write_text("- {op: add, path: /webhooks/0/x, value: 1}\n")
+    with pytest.raises(ClusterError, match="unexpected patch"):
+        lws_webhook_configurations(tmp_path, "https://127.0.0.1:9443", b"CA")
+
+
+def test_private_webhook_dir_mounts_only_the_webhook_directory_and_execs(tmp_path: Path) -> None:
+    argv = private_webhook_dir(tmp_path, ["env", "A=1", "/bin/lws"])
+    assert argv[0] == "unshare" and "--mount" in argv
+    i = argv.index("-c")
+    script, own, target, rest = argv[i + 1], argv[i + 2], argv[i + 3], argv[i + 4 :]
+    assert (own, target, rest) == (str(tmp_path), str(WEBHOOK_DIR), ["env", "A=1", "/bin/lws"])
+    assert 'mount --bind "$0" "$1"' in script and script.endswith('exec "$@"')

@@ -14,6 +14,7 @@ Lives here, from the bottom up (a module imports only those above it in this lis
     toxiproxy     Toxiproxy between a client and the API server, and its faults
     interposer    an HTTP front for the API server that loses chosen Binding answers
     operators     mpi-operator and the training-operator as local processes
+    serving       the LeaderWorkerSet controller and OME's controller-manager as local processes
     helm          the cached helm binary and the chart's e2e release
     api           Api: synchronous JSON access to the API server as cluster admin
     waits         wait_for and the waits tests share (pods bound, a message, nodes Ready)

@@ -91,17 +91,17 @@ MPIJOB: Final = JobKind("MPIJob", "kubeflow.org/v2beta1", "mpijobs", "launcher",
 PYTORCHJOB: Final = JobKind("PyTorchJob", "kubeflow.org/v1", "pytorchjobs", "master", pytorch_job)
 
 
-class OperatorProcess:
-    """A job operator started against ``cluster`` that creates PodGroups for ``scheduler_name``.
+class ControllerProcess:
+    """A controller started against ``cluster`` as a local process (a job operator, or a client
+    such as the LeaderWorkerSet controller in ``serving.py``).
 
-    ``start()`` installs the CRD, prepares what the operator expects to find, starts the binary
+    ``start()`` installs the CRD, prepares what the controller expects to find, starts the binary
     and waits ≤ ``START_TIMEOUT`` s for ``ready_line`` in its log (ClusterError with the log tail
     if it exits or never gets there). ``stop()`` sends SIGTERM, then SIGKILL after 20 s.
     """
 
     name: str = ""
     binary: str = ""
-    job: JobKind = MPIJOB
     tool: str = ""
     module: str = ""
     crd_path: str = ""  # inside the module
@@ -120,10 +120,10 @@ class OperatorProcess:
         return module_dir(self.tool, self.module) / self.crd_path
 
     def binary_path(self) -> Path:
-        """The operator's executable in the cluster's binary directory (ClusterError when missing)."""
+        """The controller's executable in the cluster's binary directory (ClusterError when missing)."""
         b = self.cluster.bin_dir / self.binary
         if not b.exists():
-            raise ClusterError(f"{b} is missing: run e2e/build-binaries.sh (it builds the job operators too)")
+            raise ClusterError(f"{b} is missing: run e2e/build-binaries.sh (it builds {self.name} too)")
         return b
 
     def argv(self) -> list[str]:
@@ -131,14 +131,14 @@ class OperatorProcess:
         raise NotImplementedError
 
     def prepare(self) -> None:
-        """Install the CRD (server-side: it is too big for client-side apply) and what the operator needs."""
+        """Install the CRD (server-side: it is too big for client-side apply) and what the controller needs."""
         self.cluster.install_crd(self.crd_file, self.crd_name)
 
     def after_spawn(self) -> None:
-        """Work the operator needs done while it starts (none by default)."""
+        """Work the controller needs done while it starts (none by default)."""
 
     def log(self) -> str:
-        """This run's part of the operator's log."""
+        """This run's part of the controller's log."""
         if not self.log_path.exists():
             return ""
         with self.log_path.open("rb") as f:
@@ -146,7 +146,7 @@ class OperatorProcess:
             return f.read().decode(errors="replace")
 
     def alive(self) -> bool:
-        """Whether the operator process this object started still runs."""
+        """Whether the controller process this object started still runs."""
         rec = self.cluster.state.components.get(self.name) if self.cluster.state else None
         return rec is not None and rec.alive()
 
@@ -162,7 +162,7 @@ class OperatorProcess:
         raise ClusterError(f"{self.name}: no {needle!r} within {timeout:.0f} s:\n{tail_lines(self.log_path)}")
 
     def start(self) -> Self:
-        """Install the CRD, start the operator and wait until its controller runs."""
+        """Install the CRD, start the controller and wait until it runs."""
         self.prepare()
         argv = self.argv()
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
@@ -172,7 +172,7 @@ class OperatorProcess:
         return self
 
     def stop(self) -> None:
-        """Stop the operator (SIGTERM, SIGKILL after 20 s); its jobs stay."""
+        """Stop the controller (SIGTERM, SIGKILL after 20 s); the objects it made stay."""
         self.cluster.stop_process(self.name)
 
     def __enter__(self) -> Self:
@@ -180,6 +180,13 @@ class OperatorProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class OperatorProcess(ControllerProcess):
+    """A job operator started against ``cluster`` that creates PodGroups for ``scheduler_name``;
+    ``job`` is the kind of job it runs."""
+
+    job: JobKind = MPIJOB
 
 
 class MPIOperator(OperatorProcess):

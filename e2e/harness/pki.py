@@ -2,9 +2,11 @@
 
 ``write_pki`` writes a fresh set of keys and certificates into a directory (the cluster's
 ``<state_dir>/pki``); ``write_client_kubeconfig`` and ``kubeconfig_dict`` build the kubeconfigs
-that the admin user, the components and token users authenticate with. Nothing here starts a
-process or talks to the API server. Keys are EC P-256 (the ServiceAccount signing key is RSA 2048);
-certificates are valid for 365 days, back-dated one hour against clock skew.
+that the admin user, the components and token users authenticate with; ``webhook_pki`` makes the
+CA and serving certificate of a controller's admission webhook (the LeaderWorkerSet controller's).
+Nothing here starts a process or talks to the API server. Keys are EC P-256 (the ServiceAccount
+signing key and webhook keys are RSA 2048); certificates are valid for 365 days, back-dated one
+hour against clock skew.
 """
 
 from __future__ import annotations
@@ -43,10 +45,13 @@ APISERVER_DNS_NAMES: Final = (
 )
 
 
+_PrivateKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
+
+
 @dataclass(frozen=True)
 class _KeyPair:
     cert: x509.Certificate
-    key: ec.EllipticCurvePrivateKey
+    key: _PrivateKey
 
 
 def _name(cn: str, orgs: Sequence[str] = ()) -> x509.Name:
@@ -55,9 +60,7 @@ def _name(cn: str, orgs: Sequence[str] = ()) -> x509.Name:
     return x509.Name(attrs)
 
 
-def _builder(
-    subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey, *, ca: bool
-) -> x509.CertificateBuilder:
+def _builder(subject: x509.Name, issuer: x509.Name, key: _PrivateKey, *, ca: bool) -> x509.CertificateBuilder:
     """The fields a CA and a leaf share: names, key, serial, validity, BasicConstraints, KeyUsage.
 
     A CA may sign certificates and CRLs; a leaf only makes digital signatures.
@@ -89,14 +92,21 @@ def _builder(
     )
 
 
-def _make_ca(cn: str) -> _KeyPair:
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        _builder(_name(cn), _name(cn), key, ca=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
+def _new_key(kind: str) -> _PrivateKey:
+    """A fresh private key: ``ec`` (P-256) or ``rsa`` (2048 bits)."""
+    if kind == "rsa":
+        return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _make_ca(cn: str, *, key_kind: str = "ec", orgs: Sequence[str] = (), dns: Sequence[str] = ()) -> _KeyPair:
+    key = _new_key(key_kind)
+    builder = _builder(_name(cn, orgs), _name(cn, orgs), key, ca=True).add_extension(
+        x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False
     )
-    return _KeyPair(cert, key)
+    if dns:
+        builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(d) for d in dns]), critical=False)
+    return _KeyPair(builder.sign(key, hashes.SHA256()), key)
 
 
 def _make_leaf(
@@ -108,8 +118,9 @@ def _make_leaf(
     client: bool = False,
     dns: Sequence[str] = (),
     ips: Sequence[str] = (),
+    key_kind: str = "ec",
 ) -> _KeyPair:
-    key = ec.generate_private_key(ec.SECP256R1())
+    key = _new_key(key_kind)
     usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + (
         [ExtendedKeyUsageOID.CLIENT_AUTH] if client else []
     )
@@ -125,13 +136,16 @@ def _make_leaf(
     return _KeyPair(builder.sign(ca.key, hashes.SHA256()), key)
 
 
-def _write_key(path: Path, key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> None:
-    """Write ``key`` as unencrypted TraditionalOpenSSL PEM, readable by the owner only."""
-    path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
-        )
+def _key_pem(key: _PrivateKey) -> bytes:
+    """``key`` as unencrypted TraditionalOpenSSL PEM (PKCS#1 for RSA, SEC 1 for EC)."""
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
     )
+
+
+def _write_key(path: Path, key: _PrivateKey) -> None:
+    """Write ``key`` as unencrypted TraditionalOpenSSL PEM, readable by the owner only."""
+    path.write_bytes(_key_pem(key))
     path.chmod(0o600)
 
 
@@ -165,6 +179,24 @@ def write_pki(pki: Path) -> None:
     (pki / "sa.pub").write_bytes(
         sa.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
+
+
+def webhook_pki(ca_name: str, ca_org: str, dns: Sequence[str], ips: Sequence[str]) -> dict[str, bytes]:
+    """A webhook's CA and serving certificate in the layout of a cert-controller rotator's Secret.
+
+    Returns PEM bytes under the Secret's keys: ``ca.crt`` and ``ca.key`` (a CA whose subject is
+    ``O=<ca_org>, CN=<ca_name>`` and whose one SAN is ``DNS:<ca_name>``: the rotator verifies the
+    CA against that name, and parses its key as PKCS#1, hence RSA), ``tls.crt`` and ``tls.key``
+    (a server certificate the CA signed for ``dns`` and ``ips``, CN the first DNS name).
+    """
+    ca = _make_ca(ca_name, key_kind="rsa", orgs=(ca_org,), dns=(ca_name,))
+    leaf = _make_leaf(ca, dns[0], server=True, dns=dns, ips=ips, key_kind="rsa")
+    return {
+        "ca.crt": ca.cert.public_bytes(serialization.Encoding.PEM),
+        "ca.key": _key_pem(ca.key),
+        "tls.crt": leaf.cert.public_bytes(serialization.Encoding.PEM),
+        "tls.key": _key_pem(leaf.key),
+    }
 
 
 def kubeconfig_dict(server: str, ca_pem: bytes, cert_pem: bytes, key_pem: bytes, user: str) -> dict[str, Any]:

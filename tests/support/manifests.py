@@ -1,7 +1,9 @@
-"""Manifests as plain dicts: Nodes, Pods, PodGroups, storage, operator jobs, and scheduler configurations.
+"""Manifests as plain dicts: Nodes, Pods, PodGroups, storage, operator jobs, serving objects, and scheduler configurations.
 
 Dicts as the API server takes them (``apiVersion``, ``kind``, ``metadata``, ``spec``,
-``status``), including the jobs of the job operators (``mpi_job``, ``pytorch_job``).
+``status``), including the jobs of the job operators (``mpi_job``, ``pytorch_job``) and the
+serving objects of OME and LeaderWorkerSet (``cluster_base_model``, ``cluster_serving_runtime``,
+``inference_service``, ``leader_worker_set``).
 ``chart_config`` is the KubeSchedulerConfiguration the Helm chart renders;
 ``kube_counterpart_config`` the stock kube-scheduler configured to match it,
 ``coscheduling_config`` scheduler-plugins' Coscheduling on the same profile. Nothing here talks
@@ -340,6 +342,143 @@ def pytorch_job(
         "kind": "PyTorchJob",
         "metadata": {"name": name, "namespace": ns},
         "spec": {"runPolicy": run_policy, "pytorchReplicaSpecs": {"Master": replicas(1), "Worker": replicas(workers)}},
+    }
+
+
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_GROUP_KEY_LABEL = "leaderworkerset.sigs.k8s.io/group-key"
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+LWS_SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"
+LWS_EXCLUSIVE_ANNOTATION = "leaderworkerset.sigs.k8s.io/exclusive-topology"
+SERVING_REQUESTS: dict[str, str] = {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "4"}
+"""What every serving pod of the e2e tests asks for: a whole node of four GPUs."""
+MODEL_FORMAT: dict[str, Any] = {
+    "modelFormat": {"name": "safetensors", "version": "1.0.0"},
+    "modelFramework": {"name": "transformers", "version": "4.0.0"},
+    "modelArchitecture": "LlamaForCausalLM",
+}
+"""The format, framework and architecture of the test models, which their runtimes match exactly."""
+
+
+def model_ready_label(model: str) -> str:
+    """The node label OME's serving pods select (``Ready``) for ClusterBaseModel ``model``.
+
+    Its model agent sets it on the nodes holding the model; the tests set it by hand."""
+    return f"models.ome.io/clusterbasemodel.{model}"
+
+
+def _serving_container(requests: Mapping[str, str]) -> dict[str, Any]:
+    return {
+        "name": "ome-container",
+        "image": "registry.k8s.io/pause:3.10",
+        "resources": {"requests": dict(requests), "limits": dict(requests)},
+    }
+
+
+def cluster_base_model(name: str) -> dict[str, Any]:
+    """An OME ClusterBaseModel of :data:`MODEL_FORMAT` (never downloaded: no model agent runs)."""
+    return {
+        "apiVersion": "ome.io/v1beta1",
+        "kind": "ClusterBaseModel",
+        "metadata": {"name": name},
+        "spec": {
+            **copy.deepcopy(MODEL_FORMAT),
+            "storage": {"storageUri": "hf://example/never-downloaded", "path": f"/raid/models/{name}"},
+        },
+    }
+
+
+def cluster_serving_runtime(
+    name: str,
+    *,
+    workers: int | None = None,
+    scheduler: str = SCHEDULER_NAME,
+    requests: Mapping[str, str] = SERVING_REQUESTS,
+) -> dict[str, Any]:
+    """An OME ClusterServingRuntime for :data:`MODEL_FORMAT` whose pods ask ``scheduler`` for ``requests``.
+
+    With ``workers`` its engine is multi-node (a leader and that many workers: OME makes a
+    LeaderWorkerSet of size ``workers + 1``); otherwise a single pod (a Deployment). The
+    ``schedulerName`` sits in the engine's, the leader's and the worker's own pod specs, where
+    this OME release reads it (not at the runtime's top level).
+    """
+    engine: dict[str, Any]
+    if workers is None:
+        engine = {"schedulerName": scheduler, "runner": _serving_container(requests)}
+    else:
+        engine = {
+            "leader": {"schedulerName": scheduler, "runner": _serving_container(requests)},
+            "worker": {"size": workers, "schedulerName": scheduler, "runner": _serving_container(requests)},
+        }
+    return {
+        "apiVersion": "ome.io/v1beta1",
+        "kind": "ClusterServingRuntime",
+        "metadata": {"name": name},
+        "spec": {
+            "supportedModelFormats": [{"name": "safetensors", **copy.deepcopy(MODEL_FORMAT), "autoSelect": False}],
+            "protocolVersions": ["openAI"],
+            "engineConfig": engine,
+        },
+    }
+
+
+def inference_service(name: str, ns: str, model: str, runtime: str, *, replicas: int = 1) -> dict[str, Any]:
+    """An OME InferenceService of ClusterBaseModel ``model`` on ClusterServingRuntime ``runtime``;
+    ``replicas`` engine replicas (LeaderWorkerSet groups for a multi-node runtime)."""
+    return {
+        "apiVersion": "ome.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "model": {"name": model},
+            "runtime": {"name": runtime},
+            "engine": {"minReplicas": replicas, "maxReplicas": replicas},
+        },
+    }
+
+
+def leader_worker_set(
+    name: str,
+    ns: str,
+    size: int,
+    *,
+    replicas: int = 1,
+    startup_policy: str = "LeaderCreated",
+    restart_policy: str = "RecreateGroupOnPodRestart",
+    exclusive_topology: str | None = None,
+    node_selector: Mapping[str, str] | None = None,
+    scheduler: str = SCHEDULER_NAME,
+    requests: Mapping[str, str] = SERVING_REQUESTS,
+) -> dict[str, Any]:
+    """A LeaderWorkerSet (``leaderworkerset.x-k8s.io/v1``) of ``replicas`` groups of ``size`` pods
+    (a leader and ``size - 1`` workers, one template for both) asking ``scheduler`` for ``requests``.
+
+    ``exclusive_topology`` sets the annotation that gives each group a topology domain of its own.
+    Pods get one second of grace: a pod deleted with none vanishes at once, and the controller
+    recreates a group only for a pod it sees terminating.
+    """
+    template: dict[str, Any] = {
+        "spec": {
+            "schedulerName": scheduler,
+            "terminationGracePeriodSeconds": 1,
+            "containers": [_serving_container(requests)],
+        }
+    }
+    if node_selector:
+        template["spec"]["nodeSelector"] = dict(node_selector)
+    meta: dict[str, Any] = {"name": name, "namespace": ns}
+    if exclusive_topology:
+        meta["annotations"] = {LWS_EXCLUSIVE_ANNOTATION: exclusive_topology}
+    return {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": meta,
+        "spec": {
+            "replicas": replicas,
+            "startupPolicy": startup_policy,
+            "leaderWorkerTemplate": {"size": size, "restartPolicy": restart_policy, "workerTemplate": template},
+        },
     }
 
 
