@@ -40,7 +40,16 @@ from ome_scheduler.framework.interface import (
     PodGroupLister,
 )
 from ome_scheduler.framework.runtime import Framework
-from ome_scheduler.framework.types import AffinityTerm, GangKey, GangPlacement, NodeInfo, PodInfo, PodKey, QueuedPodInfo
+from ome_scheduler.framework.types import (
+    AffinityTerm,
+    GangKey,
+    GangPlacement,
+    NodeInfo,
+    PodInfo,
+    PodKey,
+    QueuedPodInfo,
+    pod_key,
+)
 from ome_scheduler.framework.waiting_pods import WaitingPod
 from ome_scheduler.logs import get_logger
 from ome_scheduler.metrics import Metrics
@@ -249,6 +258,10 @@ class Scheduler:
     def activate(self, pods: Iterable[Pod]) -> None:
         """Move these pods from backoffQ or the unschedulable pods straight to activeQ."""
         self.queue.activate(pods)
+
+    def retry_after_backoff(self, pod: Pod) -> None:
+        """When the in-flight pod's attempt fails, send it to backoffQ, event or not."""
+        self.queue.retry_after_backoff(pod_key(pod.metadata))
 
     def waiting_pods(self) -> Iterable[WaitingPod]:
         """Every pod waiting at Permit, across profiles."""

@@ -126,7 +126,7 @@ class App:
                 self.scheduler.pod_group_state,
                 PodGroupWriter(client),
                 self.metrics,
-                busy=lambda: bool(len(q.active) or len(q.backoff)),
+                busy=lambda: bool(len(q.active) or len(q.backoff) or len(q.gang_backoff)),
             )
         self.stop = anyio.Event()
         self.watchdog = LoopWatchdog(

@@ -27,9 +27,7 @@ then drops the events older than every pod still in flight.
 from __future__ import annotations
 
 import asyncio
-import heapq
 import itertools
-import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -37,6 +35,8 @@ from enum import IntEnum
 from typing import Any
 
 from ome_scheduler.api.core import Pod
+from ome_scheduler.backend.backoff_queue import BACKOFF_WINDOW, BackoffQueue, PodHeap, uid_of
+from ome_scheduler.backend.gangpacing import GangPacing
 from ome_scheduler.framework.events import (
     EVENT_ASSIGNED_POD_ADD,
     EVENT_FORCE_ACTIVATE,
@@ -47,7 +47,7 @@ from ome_scheduler.framework.events import (
     QueueingHint,
     pod_scheduling_properties_change,
 )
-from ome_scheduler.framework.types import PodInfo, PodKey, QueuedPodInfo, pod_key
+from ome_scheduler.framework.types import GangKey, PodInfo, PodKey, QueuedPodInfo, pod_key
 from ome_scheduler.logs import get_logger
 from ome_scheduler.metrics import Metrics
 
@@ -66,8 +66,6 @@ class QueueingStrategy(IntEnum):
 
 
 ACTIVE, BACKOFF, UNSCHEDULABLE = "active", "backoff", "unschedulable"
-BACKOFF_WINDOW = 1.0
-"""``backoffQOrderingWindowDuration``: backoff expirations are aligned to this grid (s)."""
 
 HintMap = dict[ClusterEvent, list[tuple[str, ClusterEventWithHint[Any]]]]
 
@@ -92,57 +90,6 @@ class ProfileQueueing:
     pre_enqueue: Callable[[PodInfo], Any]
 
 
-class _Heap:
-    """A heap with removal by uid (lazy deletion)."""
-
-    def __init__(self, key: Callable[[QueuedPodInfo], tuple[Any, ...]]) -> None:
-        self._key = key
-        self._heap: list[tuple[tuple[Any, ...], int, QueuedPodInfo]] = []
-        self._items: dict[PodKey, QueuedPodInfo] = {}
-        self._seq = itertools.count()
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __contains__(self, uid: object) -> bool:
-        return uid in self._items
-
-    def get(self, uid: PodKey) -> QueuedPodInfo | None:
-        return self._items.get(uid)
-
-    def push(self, q: QueuedPodInfo) -> None:
-        uid = _uid(q)
-        self._items[uid] = q
-        heapq.heappush(self._heap, (self._key(q), next(self._seq), q))
-
-    def remove(self, uid: PodKey) -> QueuedPodInfo | None:
-        return self._items.pop(uid, None)
-
-    def _clean(self) -> None:
-        h = self._heap
-        while h and self._items.get(_uid(h[0][2])) is not h[0][2]:
-            heapq.heappop(h)
-
-    def peek(self) -> QueuedPodInfo | None:
-        self._clean()
-        return self._heap[0][2] if self._heap else None
-
-    def pop(self) -> QueuedPodInfo | None:
-        self._clean()
-        if not self._heap:
-            return None
-        q = heapq.heappop(self._heap)[2]
-        del self._items[_uid(q)]
-        return q
-
-    def values(self) -> list[QueuedPodInfo]:
-        return list(self._items.values())
-
-
-def _uid(q: QueuedPodInfo) -> PodKey:
-    return q.pod_info.pod_key
-
-
 class SchedulingQueue:
     """The PriorityQueue. All methods run on the event loop; ``pop`` awaits a pod."""
 
@@ -164,19 +111,29 @@ class SchedulingQueue:
         self.max_in_unschedulable = max_in_unschedulable  # seconds before the leftover flush retries a pod
         self.clock = clock  # monotonic seconds: timestamps, backoff expiry, the leftover flush
         first = next(iter(profiles.values()))
-        self.active = _Heap(first.sort_key)
+        self.pacing = GangPacing(initial_backoff, max_backoff, BACKOFF_WINDOW)
+        """Gang members: one representative per event, one backoff per gang (``gangpacing.py``)."""
+        self.active = PodHeap(first.sort_key, self.pacing.queued_changed)
         """activeQ, in QueueSort order: filled by every move to active, drained by ``pop``."""
-        self.backoff = _Heap(lambda q: (q.backoff_expiration, *first.sort_key(q)))
-        """backoffQ of pods plugins rejected, by backoff expiry: ``pop`` takes its head when
-        activeQ is empty, ``flush_backoff_completed`` moves the expired ones to activeQ."""
-        self.error_backoff = _Heap(lambda q: (q.backoff_expiration, *first.sort_key(q)))
-        """Pods whose cycle failed with an error (no rejector): never popped before their backoff
-        ends; the flush (or ``activate``) moves them to activeQ."""
+        self.backoffq = BackoffQueue(
+            first.sort_key, self.pacing, initial_backoff=initial_backoff, max_backoff=max_backoff, clock=clock
+        )
+        """backoffQ (``backoff_queue.go``): ``pop`` takes the head of its standalone pods when
+        activeQ is empty, ``flush_backoff_completed`` moves the pods whose backoff ended to
+        activeQ; gang members and pods that failed with an error wait until then."""
+        self.backoff, self.gang_backoff, self.error_backoff = (
+            self.backoffq.plain,
+            self.backoffq.gang,
+            self.backoffq.errors,
+        )
+        """Its three heaps, by name (read by the simulation, the status keeper and tests)."""
         self.unschedulable: dict[PodKey, QueuedPodInfo] = {}
         """unschedulablePods (gated pods too): left on a cluster event whose hint says Queue,
         on ``activate``, or after ``max_in_unschedulable`` seconds."""
         self.in_flight: dict[PodKey, int] = {}
         """Pods popped and not yet ``done`` -> the number ``pop`` gave them (module docstring)."""
+        self._in_flight_gang: dict[PodKey, GangKey] = {}
+        """Gang members in flight -> their gang key (``done`` tells the pacing the gang progressed)."""
         self._events: list[InFlightEvent] = []
         """Events seen while any pod was in flight, oldest first: appended by
         ``_record_in_flight_event`` and ``activate``, replayed by ``_hint_for_in_flight``,
@@ -205,7 +162,7 @@ class SchedulingQueue:
         gated = sum(1 for q in self.unschedulable.values() if q.gated)
         m = self._pending_children
         m[ACTIVE].set(len(self.active))
-        m[BACKOFF].set(len(self.backoff) + len(self.error_backoff))
+        m[BACKOFF].set(len(self.backoffq))
         m[UNSCHEDULABLE].set(len(self.unschedulable) - gated)
         m["gated"].set(gated)
 
@@ -215,26 +172,8 @@ class SchedulingQueue:
     def _profile(self, q: QueuedPodInfo) -> ProfileQueueing | None:
         return self.profiles.get(q.pod.spec.scheduler_name)
 
-    def _backoff_expiration(self, q: QueuedPodInfo) -> float:
-        """``getBackoffTime``: 0 when the pod never failed."""
-        if self.max_backoff == 0:
-            return 0.0
-        count = q.consecutive_errors_count or q.unschedulable_count
-        if count == 0:
-            return 0.0
-        if not q.backoff_expiration:
-            d = self.initial_backoff
-            for _ in range(count - 1):
-                d *= 2
-                if d > self.max_backoff:
-                    break
-            d = min(d, self.max_backoff)
-            q.backoff_expiration = math.floor((q.timestamp + d) / BACKOFF_WINDOW) * BACKOFF_WINDOW
-        return q.backoff_expiration
-
     def _is_backing_off(self, q: QueuedPodInfo) -> bool:
-        bo = self._backoff_expiration(q)
-        return bo >= math.floor(self.clock() / BACKOFF_WINDOW) * BACKOFF_WINDOW and bo > 0
+        return self.backoffq.is_backing_off(q)
 
     def _run_pre_enqueue(self, q: QueuedPodInfo) -> None:
         """``runPreEnqueuePlugins``: a rejecting plugin gates the pod and joins its rejectors."""
@@ -261,15 +200,14 @@ class SchedulingQueue:
 
     def _remove_everywhere(self, uid: PodKey) -> None:
         self.unschedulable.pop(uid, None)
-        self.backoff.remove(uid)
-        self.error_backoff.remove(uid)
+        self.backoffq.remove(uid)
 
     def _move_to_active(self, q: QueuedPodInfo, event: str, from_backoff: bool = False) -> bool:
         if not from_backoff:
             self._run_pre_enqueue(q)
-        uid = _uid(q)
+        uid = uid_of(q)
         if q.gated:
-            if uid in self.active or uid in self.backoff or uid in self.error_backoff or uid in self.unschedulable:
+            if self.contains(uid):
                 return False
             self.unschedulable[uid] = q
             self._incoming(UNSCHEDULABLE, event)
@@ -284,27 +222,22 @@ class SchedulingQueue:
 
     def _move_to_backoff(self, q: QueuedPodInfo, event: str) -> bool:
         self._run_pre_enqueue(q)
-        uid = _uid(q)
+        uid = uid_of(q)
         if q.gated:
             if uid not in self.unschedulable:
                 self.unschedulable[uid] = q
                 self._incoming(UNSCHEDULABLE, event)
             return False
         self.unschedulable.pop(uid, None)
-        self._backoff_expiration(q)
-        if not q.unschedulable_plugins and not q.pending_plugins:
-            self.backoff.remove(uid)
-            self.error_backoff.push(q)
-        else:
-            self.error_backoff.remove(uid)
-            self.backoff.push(q)
+        self.active.remove(uid)
+        self.backoffq.add(q)
         self._incoming(BACKOFF, event)
         self._signal()
         return True
 
     def _requeue(self, q: QueuedPodInfo, strategy: QueueingStrategy, event: str) -> str:
         if strategy == QueueingStrategy.SKIP:
-            self.unschedulable[_uid(q)] = q
+            self.unschedulable[uid_of(q)] = q
             self._incoming(UNSCHEDULABLE, event)
             return UNSCHEDULABLE
         if strategy == QueueingStrategy.AFTER_BACKOFF and self._is_backing_off(q):
@@ -371,7 +304,7 @@ class SchedulingQueue:
             for ev in events:
                 self._record_in_flight_event(ev, old, pi.pod)
             return
-        for heap in (self.active, self.backoff, self.error_backoff):
+        for heap in (self.active, self.backoff, self.gang_backoff, self.error_backoff):
             q = heap.get(uid)
             if q is not None:
                 heap.remove(uid)
@@ -402,22 +335,25 @@ class SchedulingQueue:
 
     def contains(self, uid: PodKey) -> bool:
         """Whether the pod waits in activeQ, backoffQ or among the unschedulable pods."""
-        return uid in self.active or uid in self.backoff or uid in self.error_backoff or uid in self.unschedulable
+        return uid in self.active or uid in self.backoffq or uid in self.unschedulable
 
     async def pop(self) -> QueuedPodInfo | None:
-        """``Pop``: the head of activeQ, else of backoffQ; waits while both are empty."""
+        """``Pop``: the head of activeQ, else of the standalone pods' backoffQ; waits while both are
+        empty. Gang members leave backoffQ only when their backoff ends (``gangpacing.py``)."""
         while True:
             if self.closed:
                 return None
             q = self.active.pop()
             if q is None:
-                q = self.backoff.pop()
+                q = self.backoffq.pop_early()
                 if q is not None:
                     self._incoming(ACTIVE, "PopFromBackoffQ")
             if q is not None:
                 q.attempts += 1
                 q.backoff_expiration = 0.0
-                self.in_flight[_uid(q)] = next(self._event_seq)
+                self.in_flight[uid_of(q)] = next(self._event_seq)
+                if q.pod_info.gang:
+                    self._in_flight_gang[uid_of(q)] = q.pod_info.gang_key
                 profile = q.pod.spec.scheduler_name
                 for plugin in q.unschedulable_plugins | q.pending_plugins:
                     self.metrics.unschedulable_pods.labels(plugin, profile).dec()
@@ -430,7 +366,15 @@ class SchedulingQueue:
             await self._wakeup.wait()
 
     def done(self, uid: PodKey) -> None:
-        """The pod left its scheduling cycle (``Done``); drop events nobody needs."""
+        """The pod left its scheduling and binding cycles (``Done``) without failing them (bound,
+        or gone): its gang progressed. Drop events nobody needs."""
+        gang = self._in_flight_gang.get(uid)
+        if gang is not None:
+            self.pacing.progressed(gang)
+        self._done(uid)
+
+    def _done(self, uid: PodKey) -> None:
+        self._in_flight_gang.pop(uid, None)
         self.in_flight.pop(uid, None)
         if not self.in_flight:
             self._events.clear()
@@ -440,7 +384,7 @@ class SchedulingQueue:
 
     def add_unschedulable_if_not_present(self, q: QueuedPodInfo) -> None:
         """``AddUnschedulableIfNotPresent``: requeue a pod that failed its cycle."""
-        uid = _uid(q)
+        uid = uid_of(q)
         try:
             if self.contains(uid):
                 return
@@ -449,22 +393,25 @@ class SchedulingQueue:
             else:
                 q.unschedulable_count += 1
                 q.consecutive_errors_count = 0
+                self.pacing.failed(q, self.clock())
             q.timestamp = self.clock()
             q.backoff_expiration = 0.0
             profile = q.pod.spec.scheduler_name
             for plugin in q.unschedulable_plugins | q.pending_plugins:
                 self.metrics.unschedulable_pods.labels(plugin, profile).inc()
             strategy = self._hint_for_in_flight(q)
+            if self.pacing.take_retry(uid) and strategy == QueueingStrategy.SKIP:
+                strategy = QueueingStrategy.AFTER_BACKOFF  # OMEGangPack asked: its next domain waits
             self._requeue(q, strategy, "ScheduleAttemptFailure")
         finally:
-            self.done(uid)
+            self._done(uid)
             self._gauge()
 
     def _hint_for_in_flight(self, q: QueuedPodInfo) -> QueueingStrategy:
         """``determineSchedulingHintForInFlightPod``: the events since ``q``'s pop, against its hints."""
         if not q.unschedulable_plugins and not q.pending_plugins:
             return QueueingStrategy.AFTER_BACKOFF
-        start = self.in_flight.get(_uid(q), 0)
+        start = self.in_flight.get(uid_of(q), 0)
         strategy = QueueingStrategy.SKIP
         for e in self._events:
             if e.seq <= start:
@@ -478,6 +425,12 @@ class SchedulingQueue:
                     return s
         return strategy
 
+    def retry_after_backoff(self, uid: PodKey) -> None:
+        """When the in-flight pod's attempt fails, send it to backoffQ even if no event came
+        (OMEGangPack: another fitting domain is untried, ``gangpacing.py``)."""
+        if uid in self.in_flight:
+            self.pacing.retry_after_backoff(uid)
+
     def activate(self, pods: Iterable[Pod]) -> None:
         """``Activate``: move pods from unschedulable or backoff straight to activeQ."""
         for pod in pods:
@@ -485,7 +438,7 @@ class SchedulingQueue:
             q = self.unschedulable.get(uid)
             from_backoff = False
             if q is None:
-                q = self.backoff.get(uid) or self.error_backoff.get(uid)
+                q = self.backoffq.get(uid)
                 if q is None:
                     if uid in self.in_flight:
                         self._events.append(InFlightEvent(next(self._event_seq), EVENT_FORCE_ACTIVATE, None, pod))
@@ -509,10 +462,12 @@ class SchedulingQueue:
         for q in pods:
             if q.gated and not self._gating_events_match(q, event):
                 continue
+            if self.pacing.busy(q):
+                continue  # a sibling already stands for the gang (gangpacing.py)
             s = self._worth_requeuing(q, event, old, new)
             if s == QueueingStrategy.SKIP:
                 continue
-            self.unschedulable.pop(_uid(q), None)
+            self.unschedulable.pop(uid_of(q), None)
             self._requeue(q, s, event.label())
         self._record_in_flight_event(event, old, new)
         self._gauge()
@@ -541,13 +496,8 @@ class SchedulingQueue:
 
     def flush_backoff_completed(self) -> None:
         """``flushBackoffQCompleted``: pods whose backoff expired move to activeQ."""
-        for heap in (self.backoff, self.error_backoff):
-            while True:
-                q = heap.peek()
-                if q is None or self._is_backing_off(q):
-                    break
-                heap.pop()
-                self._move_to_active(q, "BackoffComplete", from_backoff=True)
+        for q in list(self.backoffq.pop_completed()):
+            self._move_to_active(q, "BackoffComplete", from_backoff=True)
         self._gauge()
 
     def flush_unschedulable_leftover(self) -> None:
@@ -579,8 +529,4 @@ class SchedulingQueue:
 
     def pending(self) -> dict[str, int]:
         """Pods per queue (``active``, ``backoff``, ``unschedulable``), gated ones included."""
-        return {
-            ACTIVE: len(self.active),
-            BACKOFF: len(self.backoff) + len(self.error_backoff),
-            UNSCHEDULABLE: len(self.unschedulable),
-        }
+        return {ACTIVE: len(self.active), BACKOFF: len(self.backoffq), UNSCHEDULABLE: len(self.unschedulable)}

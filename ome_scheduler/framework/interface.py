@@ -168,6 +168,11 @@ class Handle(Protocol):
         """Move these pods from backoffQ / unschedulable pods straight to activeQ."""
         ...
 
+    def retry_after_backoff(self, pod: Pod) -> None:
+        """When the in-flight ``pod``'s attempt fails, send it to backoffQ even if no cluster event
+        came (not to the unschedulable pods): its next try comes within its backoff."""
+        ...
+
     def waiting_pods(self) -> Iterable[WaitingPod]:
         """Every pod waiting at Permit, across profiles."""
         ...

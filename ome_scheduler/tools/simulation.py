@@ -274,7 +274,7 @@ class Simulation:
         """Nothing can move without a cluster change or a timer: no pod in activeQ, backoffQ or
         a cycle, no Binding unconfirmed, every binding cycle parked at Permit."""
         q = self.scheduler.queue
-        if len(q.active) or len(q.backoff) or len(q.error_backoff) or self.binder.in_flight:
+        if len(q.active) or len(q.backoff) or len(q.gang_backoff) or len(q.error_backoff) or self.binder.in_flight:
             return False
         parked = set()
         for wp in self.scheduler.waiting_pods():
@@ -466,7 +466,13 @@ class Simulation:
         q = sch.queue
         attempts = {
             x.pod_info.key: x.attempts
-            for x in [*q.active.values(), *q.backoff.values(), *q.error_backoff.values(), *q.unschedulable.values()]
+            for x in [
+                *q.active.values(),
+                *q.backoff.values(),
+                *q.gang_backoff.values(),
+                *q.error_backoff.values(),
+                *q.unschedulable.values(),
+            ]
         }
         out = []
         for pi in sorted(targets, key=lambda p: p.key):

@@ -65,6 +65,7 @@ class FakeHandle:
         self.groups: dict[str, PodGroup] = {}
         self.group_errors: dict[str, str] = {}
         self.activated: list[list[str]] = []
+        self.retried: list[str] = []
         self.waiting: dict[str, FakeWaitingPod] = {}
         self.namespaces: dict[str, Namespace] = {}
         self.listeners: list[Callable[[PodGroup | None, PodGroup | None], None]] = []
@@ -147,6 +148,9 @@ class FakeHandle:
 
     def activate(self, pods: Iterable[Pod]) -> None:
         self.activated.append(sorted(p.metadata.name for p in pods))
+
+    def retry_after_backoff(self, pod: Pod) -> None:
+        self.retried.append(pod.metadata.name)
 
     def waiting_pods(self) -> Iterable[Any]:
         return list(self.waiting.values())

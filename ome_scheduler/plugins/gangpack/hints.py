@@ -5,6 +5,13 @@ whether the event may make the target schedulable (Queue) or not (QueueSkip). Th
 named after what they check, as kube-scheduler's are, and log their verdict at V(5)
 (``@queueing_hint``). No
 registration uses the generic Pod Update action, so status churn wakes no gang.
+
+Node events answer Queue only when they can make room for the target (product rule 10): a
+node joining a domain of the target's topology key, or one whose allocatable grew, that was
+uncordoned, lost a taint or changed labels (node affinity may match now). Node conditions are
+not registered: a condition that matters reaches a node as a taint. A deleted node never adds
+room (upstream's NodeResourcesFit does not register node deletes either), except to the gang
+that holds or waits in its domain: its pin must be re-planned (rule 9).
 """
 
 from __future__ import annotations
@@ -16,8 +23,9 @@ from ome_scheduler.api.scheduling import PodGroup, same_definition
 from ome_scheduler.config.pluginargs import OMEGangPackArgs
 from ome_scheduler.framework.events import POD_GROUP, ActionType, ClusterEventWithHint, QueueingHint, on, queueing_hint
 from ome_scheduler.framework.interface import PodGroupLister
-from ome_scheduler.framework.types import POD_GROUP_LABEL
+from ome_scheduler.framework.types import POD_GROUP_LABEL, Resource, gang_key
 from ome_scheduler.plugins.gangpack.gang import same_pod
+from ome_scheduler.plugins.gangpack.pins import PinStore
 
 QUEUE, SKIP = QueueingHint.QUEUE, QueueingHint.QUEUE_SKIP
 
@@ -44,9 +52,10 @@ def in_same_gang(target: Pod, other: Pod | None) -> bool:
 class GangHints:
     """The hint functions, bound to the plugin's arguments and the PodGroup lister."""
 
-    def __init__(self, args: OMEGangPackArgs, pod_groups: PodGroupLister) -> None:
+    def __init__(self, args: OMEGangPackArgs, pod_groups: PodGroupLister, pins: PinStore) -> None:
         self.args = args
         self.pod_groups = pod_groups
+        self.pins = pins
 
     def events(self) -> list[ClusterEventWithHint[Any]]:
         """``EventsToRegister``: the seven registrations of §6.2."""
@@ -54,7 +63,6 @@ class GangHints:
             ActionType.ADD
             | ActionType.UPDATE_NODE_ALLOCATABLE
             | ActionType.UPDATE_NODE_TAINT
-            | ActionType.UPDATE_NODE_CONDITION
             | ActionType.UPDATE_NODE_LABEL
         )
         return [
@@ -128,24 +136,39 @@ class GangHints:
 
     @queueing_hint
     def is_schedulable_after_domain_node_change(self, target: Pod, old: Node | None, new: Node | None) -> QueueingHint:
-        """Node Add/Update: Queue when the old or new node carries the target's topology label."""
+        """Node Add/Update: Queue when the change can make room in a domain of the target's key:
+        the node joined or moved into a domain, or (in one) its allocatable grew, it was
+        uncordoned, lost a taint or changed labels. A standalone target (kept off a held node)
+        queues on a new node and on label changes (it may have left a held domain)."""
+        if new is None:
+            return SKIP  # nothing to add room to
+        if not gang_of(target):
+            if old is None or old.metadata.labels != new.metadata.labels:
+                return QUEUE  # a new node, or one that may have left a held domain
+            return SKIP  # its holds did not move
         tk = self._topology_key_for(target)
         if not tk:
-            return QUEUE  # no topology key resolves
-        has = (old is not None and bool(old.metadata.labels.get(tk))) or (
-            new is not None and bool(new.metadata.labels.get(tk))
-        )
-        if has:
-            return QUEUE  # node in a {tk} domain changed
-        return SKIP  # node outside every {tk} domain
+            return QUEUE  # no topology key resolves: any node may matter
+        domain = new.metadata.labels.get(tk, "")
+        if not domain:
+            return SKIP  # node outside every {tk} domain
+        if old is None or old.metadata.labels.get(tk, "") != domain:
+            return QUEUE  # a node joined the {tk} domain
+        if can_add_room(old, new):
+            return QUEUE  # the node can take more than before
+        return SKIP  # nothing a member could use changed
 
     @queueing_hint
     def is_schedulable_after_domain_node_delete(self, target: Pod, old: Node | None, new: Node | None) -> QueueingHint:
-        """Node Delete: Queue when the deleted node carried the target's topology label."""
-        tk = self._topology_key_for(target)
-        if not tk or (old is not None and old.metadata.labels.get(tk)):
-            return QUEUE  # a domain lost a node
-        return SKIP  # node outside every {tk} domain
+        """Node Delete: Queue only for the gang that holds or waits in the node's domain (its pin
+        must be re-planned); a deleted node adds room to no one else."""
+        g = gang_of(target)
+        pin = self.pins.get(gang_key(target.metadata.namespace, g)) if g else None
+        if pin is None or old is None:
+            return SKIP  # a deleted node adds no room
+        if old.metadata.labels.get(pin.domain.topology_key, "") == pin.domain.value:
+            return QUEUE  # the gang's pinned domain lost a node
+        return SKIP  # another domain lost a node
 
     @queueing_hint
     def is_schedulable_after_own_pod_group_change(
@@ -162,3 +185,27 @@ class GangHints:
                 return SKIP  # only its status or the scheduler's status annotations changed
             return QUEUE  # its PodGroup changed
         return SKIP  # another PodGroup
+
+
+def can_add_room(old: Node, new: Node) -> bool:
+    """Whether an update lets the node take pods it could not take before: allocatable grew in
+    some resource, the node was uncordoned, lost a taint, or its labels changed. Quantities that
+    do not parse count as a change (the cache reports the node)."""
+    if old.metadata.labels != new.metadata.labels:
+        return True
+    if old.spec.unschedulable and not new.spec.unschedulable:
+        return True
+    kept = {(t.key, t.value, t.effect) for t in new.spec.taints}
+    if any((t.key, t.value, t.effect) not in kept for t in old.spec.taints):
+        return True
+    if old.status.allocatable == new.status.allocatable:
+        return False
+    try:
+        a, b = Resource.from_list(old.status.allocatable), Resource.from_list(new.status.allocatable)
+    except ValueError:
+        return True
+    if b.milli_cpu > a.milli_cpu or b.memory > a.memory or b.ephemeral_storage > a.ephemeral_storage:
+        return True
+    if b.allowed_pod_number > a.allowed_pod_number:
+        return True
+    return any(v > a.scalar.get(k, 0) for k, v in b.scalar.items())

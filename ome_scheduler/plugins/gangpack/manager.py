@@ -75,8 +75,22 @@ class GangManager(GangState):
 
     # ---- Reserve, Permit, PostBind --------------------------------------------------------
 
-    def reserve(self, gang: Gang, token: int) -> None:
-        """Drain one reservation slot; a drained pin ends its hold and wakes the pods it parked."""
+    def member_unresolvable(self, pod: PodInfo, why: str) -> None:
+        """Rule 12: ``pod`` failed UnschedulableAndUnresolvable in another plugin's PreFilter. Its
+        gang's pin is released (no hold for a gang that cannot complete) and the member is
+        remembered, so every sibling's PreFilter names it until it can be scheduled."""
+        self.unresolvable.setdefault(pod.gang_key, {})[pod.pod_key] = (pod.key, why)
+        pin = self.pins.get(pod.gang_key)
+        if pin is not None:
+            self.release(pod.gang_key, pin.owner, ANY_PIN, why=f"member {pod.key} cannot be scheduled: {why}")
+
+    def reserve(self, gang: Gang, token: int, pod: PodInfo | None = None) -> None:
+        """Drain one reservation slot; a drained pin ends its hold and wakes the pods it parked.
+        A member that reaches Reserve is no longer unresolvable (rule 12)."""
+        if pod is not None:
+            members = self.unresolvable.get(gang.key)
+            if members is not None and members.pop(pod.pod_key, None) is not None and not members:
+                del self.unresolvable[gang.key]
         _, drained = self.pins.place_if(gang.key, token)
         if drained:
             self.failed.pop((gang.key, gang.uid), None)
@@ -169,6 +183,7 @@ class GangManager(GangState):
             return
         key = gang_key(pg.metadata.namespace, pg.metadata.name)
         self.forming_since.pop(key, None)  # a new definition gets a fresh chance to hold
+        self.unresolvable.pop(key, None)  # its members are judged again under the new definition
         pin = self.pins.get(key)
         if pin is not None:
             if new is None or (pin.owner and new.metadata.uid != pin.owner):
@@ -232,6 +247,9 @@ class GangManager(GangState):
         for key in list(self.forming_since):
             if key not in live:
                 del self.forming_since[key]
+        for key in list(self.unresolvable):
+            if key not in live:
+                del self.unresolvable[key]
         for key, owner in self.pins.owners().items():
             stale = key not in live
             if not stale and owner:

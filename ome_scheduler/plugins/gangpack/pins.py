@@ -48,6 +48,9 @@ class Pin:
     expired still counts its reservation for the Permit gate, but blocks nobody."""
     hold_until: float = 0.0
     """Monotonic time at which the hold expires (0: never set)."""
+    alternative: bool = False
+    """When the pin was chosen, another fitting domain was neither held nor failed: a member
+    failing here is retried within its backoff, in that next domain (rule 10)."""
 
 
 class PinStore:

@@ -82,6 +82,9 @@ class PinPlanner:
         pin = self._follow_topology_key(gang, pin)
         if isinstance(pin, Status):
             return pin
+        blocked = self._unresolvable_sibling(pod, gang, pin)
+        if blocked is not None:
+            return blocked
         placed = self._scan_placement(gang, pin)
         if isinstance(placed, Status):
             return placed
@@ -132,6 +135,25 @@ class PinPlanner:
         return None
 
     # ---- the gang's members ---------------------------------------------------------------
+
+    def _unresolvable_sibling(self, pod: PodInfo, gang: Gang, pin: Pin | None) -> Status | None:
+        """Rule 12: a live sibling that no node can take as the cluster stands keeps the gang
+        from pinning or holding anything; the member is told which one and why."""
+        members = self.state.unresolvable.get(gang.key)
+        if not members:
+            return None
+        live = {p.pod_key for p in self.state.live_members(gang.key)}
+        for k in [k for k in members if k not in live]:
+            del members[k]  # a member deleted or finished no longer blocks the gang
+        others = sorted(v for k, v in members.items() if k != pod.pod_key)
+        if not members:
+            del self.state.unresolvable[gang.key]
+        if not others:
+            return None
+        name, why = others[0]
+        if pin is not None:
+            self.state.release(gang.key, pin.owner, pin.token, why=f"member {name} cannot be scheduled: {why}")
+        return Status.unschedulable(f"gang {gang.key} cannot be placed: member {name} cannot be scheduled: {why}")
 
     def _scan_placement(self, gang: Gang, pin: Pin | None) -> Placement | Status:
         """§3.2 placement scan: bound and assumed members. A member whose node left the
@@ -332,7 +354,10 @@ class PinPlanner:
         return pin
 
     def _choose(self, gang: Gang, pod: PodInfo, survey: DomainSurvey) -> Pin | Status:
-        """A fresh pin: best fit (rule 2) skipping held domains, failed domains tried last."""
+        """A fresh pin: best fit (rule 2) skipping held domains and the domains a member failed in
+        since the gang last succeeded; when it failed in every fitting one, nothing is pinned and
+        the gang waits for an event that can help (rule 10). The pin remembers whether another
+        fitting domain is left to try (:attr:`Pin.alternative`)."""
         key, tk = gang.key, gang.topology_key
         pins = self.pins
         failed = self.state.failed.get((key, gang.uid), set())
@@ -344,9 +369,15 @@ class PinPlanner:
             return bool(pins.reserved_nodes) and any(pins.reserved_nodes.get(n, 0) > 0 for n in survey.node_names_of(d))
 
         d = survey.best_fit(lambda x: held(x) or Domain(tk, x) in failed)
-        if d is None and failed:
+        if d is None and failed and survey.best_fit(held) is not None:
+            # Rule 10: a member failed in every fitting domain since the gang's last success.
+            # Forget those failures, so the next event that can help starts the round again,
+            # but do not pin now: retrying at once would feed itself.
             self.state.failed.pop((key, gang.uid), None)
-            d = survey.best_fit(held)
+            self.metrics.pin("no_fit")
+            why = Status.unschedulable(f"no domain has room for gang {key}: a member failed in every fitting domain")
+            log.info("gangpack.pinGang.no_fit", v=4, gang=key, status=why.message())
+            return why
         if d is None:
             if survey.best_fit(lambda _: False) is not None:
                 self.metrics.pin("reserved")
@@ -361,6 +392,7 @@ class PinPlanner:
             return why
         pin = pins.choose(key, gang.uid, tk, d, survey.node_names_of(d), survey.need, holding=self.state.may_hold(gang))
         pin.hold_until = self.state.forming_since[key] + gang.timeout
+        pin.alternative = survey.best_fit(lambda x: x == d or held(x) or Domain(tk, x) in failed) is not None
         self.metrics.pin("pinned")
         hold = "holding it" if pin.holding else "without a hold (its holds expired)"
         self.state.pod_group_event(

@@ -98,7 +98,7 @@ class OMEGangPack(
         self.args = args
         self.handle = handle
         self.gangs = GangManager(args, handle, GangMetrics(metrics), scheduler_name)
-        self.hints = GangHints(args, handle.pod_groups())
+        self.hints = GangHints(args, handle.pod_groups(), self.gangs.pins)
         handle.pod_groups().subscribe(self.gangs.on_pod_group_change)
         handle.subscribe_node_changes(self.gangs.on_node_change)
 
@@ -179,14 +179,30 @@ class OMEGangPack(
         """Every candidate failed: release the member's pin (domain marked failed); park a
         standalone pod that a hold kept out until a hold ends."""
         pin: CyclePin | None = state.get(PIN_KEY)
+        if pod.gang and not statuses.statuses and self._unresolvable(statuses.absent):
+            # Rule 12: another plugin's PreFilter says no node can take this member as the cluster
+            # stands: its gang holds nothing until it can, and its siblings are told why.
+            self.gangs.member_unresolvable(pod, statuses.absent.message())
+            return Status.unschedulable()
         if pin is None:
             if not pod.gang and any(RESERVED_NODE in st.reasons for st in statuses.statuses.values()):
                 self.gangs.park_by_hold(pod)
             return Status.unschedulable()
         why = f"member {pod.key} fit no node of the domain"
+        stored = self.gangs.pins.get(pin.gang.key)
+        untried = stored is not None and stored.token == pin.token and stored.alternative
         if self.gangs.release(pin.gang.key, pin.gang.uid, pin.token, pod=pod, mark_failed=True, why=why):
+            if untried:
+                # Rule 10: another fitting domain is untried: this member tries it within its
+                # backoff rather than waiting for an unrelated cluster event.
+                self.handle.retry_after_backoff(pod.pod)
             return Status.unschedulable("gang reservation released after all candidate nodes were filtered")
         return Status.unschedulable()
+
+    @staticmethod
+    def _unresolvable(st: Status) -> bool:
+        """A PreFilter rejection by another plugin that no node can lift (UnschedulableAndUnresolvable)."""
+        return st.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE and bool(st.plugin) and st.plugin != NAME
 
     # ---- standalone packing (§8) ----------------------------------------------------------
 
@@ -232,7 +248,7 @@ class OMEGangPack(
         """Drain one slot of the pin's reservation."""
         pin: CyclePin | None = state.get(PIN_KEY)
         if pin is not None:
-            self.gangs.reserve(pin.gang, pin.token)
+            self.gangs.reserve(pin.gang, pin.token, pod)
         return None
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:

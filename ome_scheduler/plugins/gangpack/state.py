@@ -69,6 +69,11 @@ class GangState:
         """The last gang member planned per topology key: the shape the domain gauges count in."""
         self.waiting_since: dict[PodKey, float] = {}
         """When each member began waiting at Permit (monotonic): tells a timeout from other failures."""
+        self.unresolvable: dict[GangKey, dict[PodKey, tuple[str, str]]] = {}
+        """Rule 12: members whose last attempt failed UnschedulableAndUnresolvable in another
+        plugin's PreFilter (no node can take them as the cluster stands) -> (``ns/name``, why).
+        Set by PostFilter, cleared by that member's Reserve, pruned of members that are gone, and
+        dropped when the PodGroup changes; while it is set the gang pins and holds nothing."""
         self.forming_since: dict[GangKey, float] = {}
         """Monotonic time each incomplete gang first held a domain; its holds end
         ``scheduleTimeoutSeconds`` later until it completes or its PodGroup changes (rule 8)."""
