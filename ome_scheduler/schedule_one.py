@@ -330,6 +330,11 @@ class ScheduleOne:
         self.recorder.pod_scheduled_false(pod, reason, msg)
         if pi.gang and self.pod_groups is not None:
             self.pod_groups.set_reason(pi.gang_key, msg)
+            absent = fit_error.diagnosis.node_to_status.absent if fit_error is not None else None
+            if absent is not None and fit_error is not None and fit_error.diagnosis.pre_filter_msg and absent.plugin:
+                if absent.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                    # A member no node can take as the cluster stands: the gang plugin is told.
+                    self.pod_groups.member_unresolvable(pi, absent.plugin, absent.message())
 
     def _failed_scheduling(self, fw: Framework, pod: Pod, note: str) -> None:
         """The ``FailedScheduling`` Warning event (action ``Scheduling``) on ``pod``."""

@@ -35,11 +35,13 @@ from ome_scheduler.framework.interface import (
     ApiWriter,
     BackgroundTask,
     Binder,
+    CycleState,
     EventRecorder,
     FrameworkOptions,
     PodGroupLister,
 )
 from ome_scheduler.framework.runtime import Framework
+from ome_scheduler.framework.status import Code
 from ome_scheduler.framework.types import (
     AffinityTerm,
     GangKey,
@@ -258,6 +260,24 @@ class Scheduler:
     def activate(self, pods: Iterable[Pod]) -> None:
         """Move these pods from backoffQ or the unschedulable pods straight to activeQ."""
         self.queue.activate(pods)
+
+    def unresolvable_at_prefilter(self, pod: PodInfo, *, skip: str) -> tuple[str, str] | None:
+        """The first PreFilter plugin (but ``skip``) of the pod's profile that finds it
+        UnschedulableAndUnresolvable now, with its message; a dry run on a throwaway CycleState."""
+        fw = self.frameworks.get(pod.pod.spec.scheduler_name)
+        if fw is None:
+            return None
+        state, nodes = CycleState(), self.cache.node_infos()
+        for pl in fw.pre_filter_plugins:
+            if pl.name == skip:
+                continue
+            try:
+                _, st = pl.pre_filter(state, pod, nodes)
+            except Exception:
+                continue  # the member's own cycle reports it
+            if st is not None and st.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return pl.name, st.message()
+        return None
 
     def retry_after_backoff(self, pod: Pod) -> None:
         """When the in-flight pod's attempt fails, send it to backoffQ, event or not."""

@@ -210,6 +210,21 @@ def test_nodes_without_a_value_for_the_key_are_counted_and_said_to_be_in_no_doma
     assert ex.to_json()["nodesWithoutDomain"] == 2
 
 
+def test_a_member_no_node_can_take_is_named_and_the_gang_holds_nothing() -> None:
+    """Rule 12 (issue 30): a member whose claim does not exist (VolumeBinding's PreFilter says
+    UnschedulableAndUnresolvable) keeps the gang from pinning; explain names it, as the
+    scheduler's message to its sibling does."""
+    objs = gang("g", 2)
+    objs[2]["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "nope"}}]
+    s = snap(nodes({"a": 2, "b": 2}), objs)
+    ex = explained(s, "g-0", kind="pod")
+    assert ex.decision.result == "unschedulable" and ex.decision.pod == "g-0"
+    assert f"gang {NS}/g cannot be placed: member {NS}/g-1 cannot be scheduled" in ex.decision.message
+    text = render_text(ex)
+    assert 'g-1 can never be scheduled as the cluster stands (persistentvolumeclaim "nope" not found)' in text
+    assert simulated(s)[f"{NS}/g"][0] == "pending"
+
+
 @pytest.mark.parametrize("output", ["text", "json"])
 def test_the_command_reads_a_snapshot_file(tmp_path: Path, output: str) -> None:
     s = snap(nodes({"three": 3, "four": 4}), gang("g", 3))

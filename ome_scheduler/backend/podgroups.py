@@ -45,6 +45,7 @@ class PodGroupState:
         self._members: dict[GangKey, dict[str, PodInfo]] = {}
         self._gang_of_pod: dict[str, GangKey] = {}
         self._listeners: list[PodGroupListener] = []
+        self._unresolvable_listeners: list[Callable[[PodInfo, str, str], None]] = []
         self._placements: dict[GangKey, GangPlacement | None] = {}
         """Gang -> its last reported placement (None: released since; absent: never reported)."""
         self._reasons: dict[GangKey, str] = {}
@@ -113,6 +114,17 @@ class PodGroupState:
     def subscribe(self, listener: PodGroupListener) -> None:
         """Call ``listener(old, new)`` after every PodGroup add, update and delete."""
         self._listeners.append(listener)
+
+    def subscribe_unresolvable(self, listener: Callable[[PodInfo, str, str], None]) -> None:
+        """Call ``listener(member, plugin, message)`` for every :meth:`member_unresolvable`."""
+        self._unresolvable_listeners.append(listener)
+
+    def member_unresolvable(self, member: PodInfo, plugin: str, message: str) -> None:
+        """The scheduling cycle's report: ``member``'s attempt failed because ``plugin``'s
+        PreFilter found it UnschedulableAndUnresolvable. Passed to the subscribers (OMEGangPack:
+        product rule 12), in subscription order."""
+        for listener in self._unresolvable_listeners:
+            listener(member, plugin, message)
 
     def notify(self, old: PodGroup | None, new: PodGroup | None) -> None:
         """Tell the subscribers about one PodGroup change, in subscription order."""

@@ -105,6 +105,11 @@ class PodGroupLister(Protocol):
         """Call ``listener(old, new)`` after every PodGroup add, update and delete."""
         ...
 
+    def subscribe_unresolvable(self, listener: Callable[[PodInfo, str, str], None]) -> None:
+        """Call ``listener(member, plugin, message)`` when a gang member's attempt failed because
+        ``plugin``'s PreFilter found it UnschedulableAndUnresolvable (no node can take it)."""
+        ...
+
 
 class Handle(Protocol):
     """What plugins may ask of the scheduler (``framework.Handle``), without any I/O."""
@@ -166,6 +171,12 @@ class Handle(Protocol):
 
     def activate(self, pods: Iterable[Pod]) -> None:
         """Move these pods from backoffQ / unschedulable pods straight to activeQ."""
+        ...
+
+    def unresolvable_at_prefilter(self, pod: PodInfo, *, skip: str) -> tuple[str, str] | None:
+        """(plugin, message) of the first PreFilter plugin of ``pod``'s profile, other than
+        ``skip``, that finds it UnschedulableAndUnresolvable now (no node can take it), or None.
+        A dry run: the cycle state it fills is thrown away."""
         ...
 
     def retry_after_backoff(self, pod: Pod) -> None:

@@ -325,6 +325,19 @@ class Explainer:
         gated = [p for p, m in zip(members, ex.members, strict=True) if m.state == "gated"]
         if focus is not None:
             pending.sort(key=lambda p: p.name != focus)
+        stuck = self._unresolvable_members(pending)
+        if stuck:
+            # Rule 12: a member no node can take keeps the gang from holding anything; the
+            # decision is a sibling's, which names it (the live scheduler's message).
+            for m in ex.members:
+                if m.name in stuck:
+                    m.reason = stuck[m.name]
+            for member, why in sorted(stuck.items()):
+                ex.notes.append(
+                    f"{member} can never be scheduled as the cluster stands ({why}): the gang holds no domain "
+                    "until it can."
+                )
+            pending = [p for p in pending if p.name not in stuck] + [p for p in pending if p.name in stuck]
         if self.plugin is None:
             ex.notes.append("OMEGangPack is not enabled in this configuration: gangs are scheduled pod by pod")
         if gated and not pending:
@@ -487,6 +500,19 @@ class Explainer:
             s = fw.run_filter(state, solo, n)
             if s is not None:
                 out[n.name] = list(s.reasons) or [s.message()]
+        return out
+
+    def _unresolvable_members(self, members: Sequence[PodInfo]) -> dict[str, str]:
+        """Member name -> why another plugin's PreFilter says no node can take it as the cluster
+        stands (UnschedulableAndUnresolvable), recorded in the offline OMEGangPack as the live one
+        records it after that member's attempt (rule 12)."""
+        out: dict[str, str] = {}
+        for pi in members:
+            found = self.sch.unresolvable_at_prefilter(pi, skip=OMEGangPack.name)
+            if found is not None:
+                out[pi.name] = found[1]
+                if self.plugin is not None:
+                    self.plugin.gangs.member_unresolvable(pi, found[1])
         return out
 
     def _attempt(self, pi: PodInfo, tk: str) -> Decision:

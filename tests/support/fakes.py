@@ -57,6 +57,9 @@ class FakePodGroups:
     def subscribe(self, listener: Callable[[PodGroup | None, PodGroup | None], None]) -> None:
         self.h.listeners.append(listener)
 
+    def subscribe_unresolvable(self, listener: Callable[[PodInfo, str, str], None]) -> None:
+        self.h.unresolvable_listeners.append(listener)
+
 
 class FakeHandle:
     def __init__(self) -> None:
@@ -66,6 +69,9 @@ class FakeHandle:
         self.group_errors: dict[str, str] = {}
         self.activated: list[list[str]] = []
         self.retried: list[str] = []
+        self.unresolvable_members: dict[str, tuple[str, str]] = {}
+        """Pod name -> (plugin, message) another plugin's PreFilter would give it."""
+        self.unresolvable_listeners: list[Callable[[PodInfo, str, str], None]] = []
         self.waiting: dict[str, FakeWaitingPod] = {}
         self.namespaces: dict[str, Namespace] = {}
         self.listeners: list[Callable[[PodGroup | None, PodGroup | None], None]] = []
@@ -148,6 +154,9 @@ class FakeHandle:
 
     def activate(self, pods: Iterable[Pod]) -> None:
         self.activated.append(sorted(p.metadata.name for p in pods))
+
+    def unresolvable_at_prefilter(self, pod: PodInfo, *, skip: str) -> tuple[str, str] | None:
+        return self.unresolvable_members.get(pod.pod.metadata.name)
 
     def retry_after_backoff(self, pod: Pod) -> None:
         self.retried.append(pod.metadata.name)

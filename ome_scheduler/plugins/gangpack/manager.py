@@ -75,15 +75,6 @@ class GangManager(GangState):
 
     # ---- Reserve, Permit, PostBind --------------------------------------------------------
 
-    def member_unresolvable(self, pod: PodInfo, why: str) -> None:
-        """Rule 12: ``pod`` failed UnschedulableAndUnresolvable in another plugin's PreFilter. Its
-        gang's pin is released (no hold for a gang that cannot complete) and the member is
-        remembered, so every sibling's PreFilter names it until it can be scheduled."""
-        self.unresolvable.setdefault(pod.gang_key, {})[pod.pod_key] = (pod.key, why)
-        pin = self.pins.get(pod.gang_key)
-        if pin is not None:
-            self.release(pod.gang_key, pin.owner, ANY_PIN, why=f"member {pod.key} cannot be scheduled: {why}")
-
     def reserve(self, gang: Gang, token: int, pod: PodInfo | None = None) -> None:
         """Drain one reservation slot; a drained pin ends its hold and wakes the pods it parked.
         A member that reaches Reserve is no longer unresolvable (rule 12)."""

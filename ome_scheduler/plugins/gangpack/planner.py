@@ -38,7 +38,7 @@ from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, te
 from ome_scheduler.plugins.gangpack.gang import Gang, same_pod
 from ome_scheduler.plugins.gangpack.pins import Domain, Pin
 from ome_scheduler.plugins.gangpack.placement import GangPlanner, RoomIndex
-from ome_scheduler.plugins.gangpack.state import MAX_INDEXES, MAX_TOPOLOGY_KEYS, GangState
+from ome_scheduler.plugins.gangpack.state import MAX_INDEXES, MAX_TOPOLOGY_KEYS, NAME, GangState
 from ome_scheduler.plugins.gangpack.survey import DomainSurvey
 
 log = get_logger()
@@ -359,6 +359,9 @@ class PinPlanner:
         the gang waits for an event that can help (rule 10). The pin remembers whether another
         fitting domain is left to try (:attr:`Pin.alternative`)."""
         key, tk = gang.key, gang.topology_key
+        blocked = self._unplaceable_sibling(pod, gang, survey)
+        if blocked is not None:
+            return blocked
         pins = self.pins
         failed = self.state.failed.get((key, gang.uid), set())
 
@@ -404,6 +407,17 @@ class PinPlanner:
         self.metrics.pinned_groups(len(self.pins))
         self.state.report(key)
         return pin
+
+    def _unplaceable_sibling(self, pod: PodInfo, gang: Gang, survey: DomainSurvey) -> Status | None:
+        """Rule 12, before a fresh pin: a sibling another plugin's PreFilter finds unresolvable
+        now (a missing claim, say) would make the pin hold a domain for a gang that cannot
+        complete, so nothing is pinned and the member is told which sibling and why."""
+        for t in survey.planner.templates[1:]:
+            found = self.handle.unresolvable_at_prefilter(t, skip=NAME)
+            if found is not None:
+                self.state.member_unresolvable(t, found[1])
+                return self._unresolvable_sibling(pod, gang, None)
+        return None
 
     def _candidates(
         self, gang: Gang, pin: Pin, planner: GangPlanner[PodInfo, NodeInfo], survey: DomainSurvey

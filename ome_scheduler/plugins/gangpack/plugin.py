@@ -100,7 +100,14 @@ class OMEGangPack(
         self.gangs = GangManager(args, handle, GangMetrics(metrics), scheduler_name)
         self.hints = GangHints(args, handle.pod_groups(), self.gangs.pins)
         handle.pod_groups().subscribe(self.gangs.on_pod_group_change)
+        handle.pod_groups().subscribe_unresolvable(self._member_unresolvable)
         handle.subscribe_node_changes(self.gangs.on_node_change)
+
+    def _member_unresolvable(self, member: PodInfo, plugin: str, message: str) -> None:
+        """Rule 12: another plugin's PreFilter found the member UnschedulableAndUnresolvable: its
+        gang holds nothing until it can be placed, and its siblings are told why."""
+        if plugin != NAME and member.gang:
+            self.gangs.member_unresolvable(member, message)
 
     def check_state(self, truth: ClusterTruth) -> list[tuple[str, str, str]]:
         """Pins that disagree with the API server (see :meth:`GangManager.check_state`)."""
@@ -179,11 +186,6 @@ class OMEGangPack(
         """Every candidate failed: release the member's pin (domain marked failed); park a
         standalone pod that a hold kept out until a hold ends."""
         pin: CyclePin | None = state.get(PIN_KEY)
-        if pod.gang and not statuses.statuses and self._unresolvable(statuses.absent):
-            # Rule 12: another plugin's PreFilter says no node can take this member as the cluster
-            # stands: its gang holds nothing until it can, and its siblings are told why.
-            self.gangs.member_unresolvable(pod, statuses.absent.message())
-            return Status.unschedulable()
         if pin is None:
             if not pod.gang and any(RESERVED_NODE in st.reasons for st in statuses.statuses.values()):
                 self.gangs.park_by_hold(pod)
@@ -198,11 +200,6 @@ class OMEGangPack(
                 self.handle.retry_after_backoff(pod.pod)
             return Status.unschedulable("gang reservation released after all candidate nodes were filtered")
         return Status.unschedulable()
-
-    @staticmethod
-    def _unresolvable(st: Status) -> bool:
-        """A PreFilter rejection by another plugin that no node can lift (UnschedulableAndUnresolvable)."""
-        return st.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE and bool(st.plugin) and st.plugin != NAME
 
     # ---- standalone packing (§8) ----------------------------------------------------------
 

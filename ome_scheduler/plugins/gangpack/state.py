@@ -138,6 +138,15 @@ class GangState:
         start = self.forming_since.setdefault(gang.key, now)
         return now - start < gang.timeout
 
+    def member_unresolvable(self, pod: PodInfo, why: str) -> None:
+        """Rule 12: ``pod`` failed UnschedulableAndUnresolvable in another plugin's PreFilter. Its
+        gang's pin is released (no hold for a gang that cannot complete) and the member is
+        remembered, so every sibling's PreFilter names it until it can be scheduled."""
+        self.unresolvable.setdefault(pod.gang_key, {})[pod.pod_key] = (pod.key, why)
+        pin = self.pins.get(pod.gang_key)
+        if pin is not None:
+            self.release(pod.gang_key, pin.owner, ANY_PIN, why=f"member {pod.key} cannot be scheduled: {why}")
+
     # ---- releases (§4.3) -----------------------------------------------------------------
 
     def release(

@@ -14,8 +14,7 @@ from __future__ import annotations
 import msgspec
 
 from ome_scheduler.framework.events import QueueingHint
-from ome_scheduler.framework.interface import CycleState, NodeToStatus
-from ome_scheduler.framework.status import Status
+from ome_scheduler.framework.interface import NodeToStatus
 from tests.plugins.gangpack.test_plugin import DK, domains, members, plugin, prefilter, schedule
 from tests.support.builders import make_node, make_pod_group
 from tests.support.fakes import FakeHandle
@@ -51,9 +50,8 @@ def test_a_member_no_node_can_take_keeps_its_gang_from_holding_and_is_named() ->
     g = members(h, "g", 2)
     node, _, _ = schedule(p, h, g[0])  # g-0 waits at Permit, holding its domain
     waiting = h.wait(h.nodes[node].pods[g[0].uid])
-    statuses = NodeToStatus()
-    statuses.absent = Status.unresolvable('persistentvolumeclaim "data" not found').with_plugin("VolumeBinding")
-    p.post_filter(CycleState(), g[1], statuses)
+    for listener in h.unresolvable_listeners:  # the scheduling cycle's report of g-1's failure
+        listener(g[1], "VolumeBinding", 'persistentvolumeclaim "data" not found')
     assert p.gangs.pins.get(g[0].gang_key) is None  # the hold is gone
     assert waiting.rejected and "member ns/g-1 cannot be scheduled" in waiting.rejected[0][1]
     r, s, _ = prefilter(p, h, g[0])
@@ -69,6 +67,23 @@ def test_a_member_no_node_can_take_keeps_its_gang_from_holding_and_is_named() ->
     a = h.assume(g[1], sorted(r)[0])
     p.reserve(st, a, sorted(r)[0])
     assert not p.gangs.unresolvable  # a member that reached Reserve blocks no one
+
+
+def test_a_gang_never_pins_while_a_sibling_is_unresolvable() -> None:
+    """Checked before a fresh pin: the member arriving first does not hold a domain for a gang
+    whose other member no node can take (rule 12: the gang never holds)."""
+    h = FakeHandle()
+    domains(h, {"a": 2})
+    p, _ = plugin(h)
+    h.groups["ns/g"] = make_pod_group("g", min_member=2, topology_key=DK)
+    g = members(h, "g", 2)
+    h.unresolvable_members["g-1"] = ("VolumeBinding", 'persistentvolumeclaim "data" not found')
+    r, s, _ = prefilter(p, h, g[0])
+    assert r is None and s is not None and "member ns/g-1 cannot be scheduled" in s.message()
+    assert p.gangs.pins.get(g[0].gang_key) is None and not h.events  # no Pinned, no hold
+    del h.unresolvable_members["g-1"]
+    r, s, st = prefilter(p, h, g[1])  # the claim exists now: g-1 pins, g-0 follows
+    assert s is None and r
 
 
 def node(name: str, labels: dict[str, str], gpus: str = "4", **spec: object) -> object:
