@@ -32,7 +32,7 @@ released, a PodGroup change) are progress, not retries, and are not paced here. 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ome_scheduler.framework.types import GangKey, PodKey, QueuedPodInfo
 
@@ -42,8 +42,8 @@ class _Gang:
     failures: int = 0
     until: float = 0.0
     """Monotonic seconds before which no member leaves backoffQ (0: none)."""
-    queued: int = 0
-    """Members in activeQ or backoffQ now."""
+    queued: set[PodKey] = field(default_factory=set)
+    """Members that stand for the gang, in activeQ or backoffQ now."""
 
 
 class GangPacing:
@@ -77,27 +77,39 @@ class GangPacing:
 
     def _forget_if_idle(self, gang: GangKey) -> None:
         g = self._gangs.get(gang)
-        if g is not None and g.queued <= 0 and g.failures == 0:
+        if g is not None and not g.queued and g.failures == 0:
             del self._gangs[gang]
 
     # ---- members queued ----------------------------------------------------------------------
 
+    def _stands_for_gang(self, q: QueuedPodInfo) -> bool:
+        """Whether ``q``'s last attempt was rejected by the gang plugin alone: a verdict on the
+        whole gang, so its next attempt answers for every sibling rejected the same way."""
+        return bool(q.pod_info.gang) and q.unschedulable_plugins == {self.gang_plugin} and not q.pending_plugins
+
     def queued_changed(self, q: QueuedPodInfo, delta: int) -> None:
-        """A member joined (+1) or left (-1) activeQ or backoffQ (called by the queue's heaps)."""
+        """A pod joined (+1) or left (-1) activeQ or backoffQ (called by the queue's heaps); only
+        members that stand for their gang are counted."""
         if not q.pod_info.gang:
             return
         key = q.pod_info.gang_key
-        g = self._of(key)
-        g.queued = max(0, g.queued + delta)
-        self._forget_if_idle(key)
+        if delta > 0:
+            if self._stands_for_gang(q):
+                self._of(key).queued.add(q.pod_info.pod_key)
+            return
+        g = self._gangs.get(key)
+        if g is not None:
+            g.queued.discard(q.pod_info.pod_key)  # by uid: whatever its plugins are by now
+            self._forget_if_idle(key)
 
     def busy(self, q: QueuedPodInfo) -> bool:
-        """Whether ``q`` was rejected by the gang plugin alone and another member of its gang
-        already waits in activeQ or backoffQ (then that one stands for it)."""
-        if not q.pod_info.gang or q.unschedulable_plugins - {self.gang_plugin} or q.pending_plugins:
+        """Whether ``q`` was rejected by the gang plugin alone and a sibling rejected the same way
+        already waits in activeQ or backoffQ (then that one stands for it). A sibling that is new
+        or was rejected by another plugin stands for no one."""
+        if not self._stands_for_gang(q):
             return False
         g = self._gangs.get(q.pod_info.gang_key)
-        return g is not None and g.queued > 0
+        return g is not None and bool(g.queued)
 
     # ---- the gang's backoff ------------------------------------------------------------------
 

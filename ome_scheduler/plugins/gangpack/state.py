@@ -34,7 +34,7 @@ from ome_scheduler.config.pluginargs import OMEGangPackArgs
 from ome_scheduler.framework.interface import Handle
 from ome_scheduler.framework.types import GangKey, GangPlacement, NodeInfo, PodInfo, PodKey, split_gang_key
 from ome_scheduler.framework.waiting_pods import WaitingPod
-from ome_scheduler.plugins.gangpack.gang import Gang, is_live
+from ome_scheduler.plugins.gangpack.gang import Gang, is_live, same_pod
 from ome_scheduler.plugins.gangpack.metrics import GangMetrics, Trigger
 from ome_scheduler.plugins.gangpack.pins import ANY_PIN, Domain, Pin, PinStore
 from ome_scheduler.plugins.gangpack.placement import RoomIndex
@@ -141,11 +141,17 @@ class GangState:
     def member_unresolvable(self, pod: PodInfo, why: str) -> None:
         """Rule 12: ``pod`` failed UnschedulableAndUnresolvable in another plugin's PreFilter. Its
         gang's pin is released (no hold for a gang that cannot complete) and the member is
-        remembered, so every sibling's PreFilter names it until it can be scheduled."""
-        self.unresolvable.setdefault(pod.gang_key, {})[pod.pod_key] = (pod.key, why)
-        pin = self.pins.get(pod.gang_key)
+        remembered, so every sibling's PreFilter names it until it can be scheduled. Siblings
+        parked because the member did not exist yet are woken once (``templates_complete``): the
+        member exists now, but its own PreFilter never reached OMEGangPack to wake them."""
+        key = pod.gang_key
+        self.unresolvable.setdefault(key, {})[pod.pod_key] = (pod.key, why)
+        pin = self.pins.get(key)
         if pin is not None:
-            self.release(pod.gang_key, pin.owner, ANY_PIN, why=f"member {pod.key} cannot be scheduled: {why}")
+            self.release(key, pin.owner, ANY_PIN, why=f"member {pod.key} cannot be scheduled: {why}")
+        if key in self.templates_incomplete:
+            self.templates_incomplete.discard(key)
+            self.activate([p.pod for p in self.live_members(key) if not same_pod(p.pod, pod.pod)], "templates_complete")
 
     # ---- releases (§4.3) -----------------------------------------------------------------
 
