@@ -214,12 +214,29 @@ class PodCondition(Record, gc=False):
     observed_generation: int | None = None
 
 
+class ContainerStatus(Record, gc=False):
+    """``v1.ContainerStatus``: what the kubelet reports of one container's resources
+    (InPlacePodVerticalScaling, GA in 1.35). ``resources`` is what the runtime actuated (None
+    until the kubelet reports it), ``allocated_resources`` the requests the kubelet admitted;
+    both are quantity strings, read by ``framework.types.pod_requests``."""
+
+    name: str = ""
+    resources: ResourceRequirements | None = None
+    allocated_resources: ResourceList = {}
+
+
 class PodStatus(Record):
-    """``v1.PodStatus``: ``phase`` (finished pods are no live gang members), conditions, ``nominatedNodeName``."""
+    """``v1.PodStatus``: ``phase`` (finished pods are no live gang members), conditions (with
+    1.35's ``PodResizePending``/``PodResizeInProgress``), ``nominatedNodeName``, and the
+    container statuses whose resources count while a resize is not done. The deprecated
+    ``status.resize`` is not read: 1.35's kubelet reports resizes as the two conditions, and
+    kube-scheduler reads only ``PodResizePending`` (reason ``Infeasible``)."""
 
     phase: str = ""
     conditions: list[PodCondition] = []
     nominated_node_name: str = ""
+    container_statuses: list[ContainerStatus] = []
+    init_container_statuses: list[ContainerStatus] = []
 
 
 class Pod(Record):

@@ -154,9 +154,12 @@ class Anonymizer:
         """A Pod: identity, labels, node, affinity and spread selectors, images, claim names."""
         self._meta(p["metadata"], "pod")
         spec = p.get("spec", {})
+        renamed: dict[tuple[str, str], str] = {}
         for key in ("containers", "initContainers"):
             for i, c in enumerate(spec.get(key, [])):
-                c["name"] = f"{'init' if key == 'initContainers' else 'c'}{i}"
+                new = f"{'init' if key == 'initContainers' else 'c'}{i}"
+                renamed[(key, c.get("name", ""))] = new
+                c["name"] = new
                 if c.get("image"):
                     c["image"] = self.name(c["image"], "image")
         if spec.get("nodeName"):
@@ -182,6 +185,10 @@ class Anonymizer:
         for rc in spec.get("resourceClaims", []):
             rc["name"] = self.name(rc.get("name", ""), "claim")
         st = p.get("status", {})
+        # Container statuses follow their containers' new names (resize accounting matches by name).
+        for key, spec_key in (("containerStatuses", "containers"), ("initContainerStatuses", "initContainers")):
+            for cs in st.get(key, []):
+                cs["name"] = renamed.get((spec_key, cs.get("name", "")), "")
         if st.get("nominatedNodeName"):
             st["nominatedNodeName"] = self.name(st["nominatedNodeName"], "node")
         for cond in st.get("conditions", []):
