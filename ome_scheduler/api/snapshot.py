@@ -14,6 +14,7 @@ command line or status message. Secrets are never listed. Shape::
     podGroups: [...]        # scheduling.x-k8s.io/v1alpha1 PodGroup
     pods: [...]             # v1 Pod (not Succeeded or Failed), bound and pending
     persistentVolumes: [...]; persistentVolumeClaims: [...]; storageClasses: [...]
+    csiNodes: [...]; volumeAttachments: [...]   # storage.k8s.io/v1
 
 The manifests ``simulate --add`` takes are read here too (:func:`decode_manifests`).
 """
@@ -30,6 +31,7 @@ import yaml
 from ome_scheduler.api.core import Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass
 from ome_scheduler.api.meta import Record
 from ome_scheduler.api.scheduling import PodGroup
+from ome_scheduler.api.storage import CSINode, VolumeAttachment
 
 API_VERSION = "snapshot.ome.io/v1alpha1"
 KIND = "ClusterSnapshot"
@@ -56,6 +58,8 @@ class ClusterSnapshot(Record):
     persistent_volumes: list[PersistentVolume] = []
     persistent_volume_claims: list[PersistentVolumeClaim] = []
     storage_classes: list[StorageClass] = []
+    csi_nodes: list[CSINode] = []
+    volume_attachments: list[VolumeAttachment] = []
 
 
 class SnapshotError(ValueError):
@@ -111,6 +115,8 @@ MANIFEST_KINDS: dict[str, type[Any]] = {
     "PersistentVolume": PersistentVolume,
     "PersistentVolumeClaim": PersistentVolumeClaim,
     "StorageClass": StorageClass,
+    "CSINode": CSINode,
+    "VolumeAttachment": VolumeAttachment,
 }
 """Object kinds ``simulate --add`` accepts (a ``List`` of them too)."""
 

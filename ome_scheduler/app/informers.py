@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ome_scheduler.api.core import Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass
 from ome_scheduler.api.scheduling import PodGroup
+from ome_scheduler.api.storage import CSINode, VolumeAttachment
 
 if TYPE_CHECKING:
     from ome_scheduler.kube.client import KubeClient
@@ -59,6 +60,12 @@ INFORMERS: tuple[InformerSpec, ...] = (
     InformerSpec("persistentvolumes", "/api/v1/persistentvolumes", PersistentVolume, "volumes", "pv"),
     InformerSpec("persistentvolumeclaims", "/api/v1/persistentvolumeclaims", PersistentVolumeClaim, "volumes", "pvc"),
     InformerSpec("storageclasses", "/apis/storage.k8s.io/v1/storageclasses", StorageClass, "volumes", "class"),
+    # NodeVolumeLimits: each driver's attach limit, and the volumes attached to a node whoever uses
+    # them; VolumeBinding: the in-tree plugins a node's CSI drivers took over.
+    InformerSpec("csinodes", "/apis/storage.k8s.io/v1/csinodes", CSINode, "volumes", "csinode"),
+    InformerSpec(
+        "volumeattachments", "/apis/storage.k8s.io/v1/volumeattachments", VolumeAttachment, "volumes", "attachment"
+    ),
     InformerSpec(
         "podgroups",
         "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",
