@@ -20,8 +20,15 @@ Mirrors ``pkg/scheduler/framework/plugins/volumebinding/{volume_binding,binder}.
   the API server and waits (1 s polls, ``bindTimeoutSeconds``, default 600) until every claim
   is bound by the PV controller.
 
-Deviations: CSIStorageCapacity is not consulted (provisioning is assumed to have room), in-tree
-PVs are not translated to CSI, and there is no volume score (StorageCapacityScoring is alpha).
+* A bound in-tree PV (GCE PD, AWS EBS, Azure Disk, Cinder, Portworx) on a node whose CSINode lists
+  its plugin in ``storage.alpha.kubernetes.io/migrated-plugins`` is checked as its CSI
+  translation (``tryTranslatePVToCSI``: the zone key of its node affinity becomes the driver's,
+  e.g. ``topology.gke.io/zone``); a PV that does not translate is an Error
+  (``could not translate pv: ...``).
+
+Deviation: CSIStorageCapacity is not consulted (provisioning is assumed to have room; CSIDrivers
+and CSIStorageCapacities are not watched). There is no volume score, as upstream with
+StorageCapacityScoring (alpha) off.
 """
 
 from __future__ import annotations
@@ -34,15 +41,19 @@ from typing import Any, Protocol
 
 import msgspec
 
-from ome_scheduler.api.core import ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod
+from ome_scheduler.api.core import ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass
+from ome_scheduler.api.storage import MIGRATED_PLUGINS_ANNOTATION, CSINode
 from ome_scheduler.config.pluginargs import VolumeBindingArgs
 from ome_scheduler.framework.events import (
+    CSI_NODE,
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
     STORAGE_CLASS,
     ActionType,
     ClusterEventWithHint,
+    QueueingHint,
     on,
+    queueing_hint,
 )
 from ome_scheduler.framework.interface import (
     ApiWriter,
@@ -56,6 +67,13 @@ from ome_scheduler.framework.interface import (
 )
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
+from ome_scheduler.plugins.csitranslation import (
+    TranslationError,
+    migrated_on_node,
+    migration_on,
+    pv_plugin,
+    translate_pv,
+)
 from ome_scheduler.plugins.volumestore import (
     ANN_BOUND_BY_CONTROLLER,
     ANN_SELECTED_NODE,
@@ -225,17 +243,20 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
         """``FindPodVolumes``: (bindings for this node, conflict reasons).
 
         Raises:
-            ValueError: a claim without a class or with an unknown class must be provisioned.
+            ValueError: a claim without a class or with an unknown class must be provisioned,
+                or a bound in-tree PV that does not translate to CSI (``could not translate pv: ...``).
         """
         pv_out = PodVolumes()
         bound_ok = unbound_ok = storage_ok = pvs_found = True
         vs = self.store
         labels = node.labels
+        csi_node = vs.csi_node(node.name) if s.bound else None
         for pvc in s.bound:
             pv = vs.pv(pvc.spec.volume_name)
             if pv is None:
                 pvs_found = False
                 break
+            pv = translated_for_node(pv, csi_node)
             if not pv_node_affinity_matches(pv, labels):
                 bound_ok = False
                 break
@@ -432,11 +453,16 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
         vs = self.store
         ni = self.handle.get_node_info(node)
         labels = ni.labels if ni is not None else {}
+        csi_node = vs.csi_node(node)
         for pv, pvc in pv_out.static_bindings:
             cur_pv = vs.pv_api_object(pv.metadata.name)
             cur_pvc = vs.pvc_api_object(pvc.metadata.namespace, pvc.metadata.name)
             if cur_pv is None or cur_pvc is None:
                 raise ValueError("failed to check binding: object not found")
+            try:
+                cur_pv = translated_for_node(cur_pv, csi_node)
+            except ValueError as exc:
+                raise ValueError(f"failed to translate pv to csi: {exc}") from None
             if not pv_node_affinity_matches(cur_pv, labels):
                 raise ValueError(f'pv "{cur_pv.metadata.name}" node affinity doesn\'t match node "{node}"')
             if cur_pv.spec.claim_ref is None or not cur_pv.spec.claim_ref.uid:
@@ -453,6 +479,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
                 cur_pv = vs.pv_api_object(cur.spec.volume_name)
                 if cur_pv is None:
                     return False
+                cur_pv = translated_for_node(cur_pv, csi_node)
                 if not pv_node_affinity_matches(cur_pv, labels):
                     raise ValueError(f'pv "{cur_pv.metadata.name}" node affinity doesn\'t match node "{node}"')
             if not is_pvc_fully_bound(cur):
@@ -462,13 +489,72 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
     # ---- queueing -----------------------------------------------------------------------
 
     def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
-        """PVC, PV and StorageClass add/update, Node add/label changes, CSINode (not watched)."""
+        """``EventsToRegister``: StorageClass add/update (a new class, or changed
+        ``allowedTopologies``), PVC add/update (one of the pod's claims), PV add/update, Node
+        add/label changes, CSINode add/update (a new one, or a changed migrated-plugins
+        annotation). CSIDriver and CSIStorageCapacity are not watched (docs/plugins.md)."""
         return [
-            on(PERSISTENT_VOLUME_CLAIM, ActionType.ADD | ActionType.UPDATE),
+            on(STORAGE_CLASS, ActionType.ADD | ActionType.UPDATE, is_schedulable_after_storage_class_change),
+            on(PERSISTENT_VOLUME_CLAIM, ActionType.ADD | ActionType.UPDATE, is_schedulable_after_claim_change),
             on(PERSISTENT_VOLUME, ActionType.ADD | ActionType.UPDATE),
-            on(STORAGE_CLASS, ActionType.ADD | ActionType.UPDATE),
             on("Node", ActionType.ADD | ActionType.UPDATE_NODE_LABEL),
+            on(CSI_NODE, ActionType.ADD | ActionType.UPDATE, is_schedulable_after_csinode_change),
         ]
+
+
+@queueing_hint
+def is_schedulable_after_csinode_change(pod: Pod, old: CSINode | None, new: CSINode | None) -> QueueingHint:
+    """``isSchedulableAfterCSINodeChange``: a new CSINode, or its migrated-plugins annotation changed."""
+    if old is None or new is None:
+        return QueueingHint.QUEUE
+    key = MIGRATED_PLUGINS_ANNOTATION
+    if old.metadata.annotations.get(key) != new.metadata.annotations.get(key):
+        return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP
+
+
+@queueing_hint
+def is_schedulable_after_claim_change(
+    pod: Pod, old: PersistentVolumeClaim | None, new: PersistentVolumeClaim | None
+) -> QueueingHint:
+    """``isSchedulableAfterPersistentVolumeClaimChange``: the claim is one of the pod's (its
+    namespace; a claim volume, or ``<pod>-<volume>`` of an ephemeral one)."""
+    if new is None:
+        return QueueingHint.QUEUE
+    if new.metadata.namespace != pod.metadata.namespace:
+        return QueueingHint.QUEUE_SKIP
+    names = {name for name, _ in pod_claim_names(pod)}
+    return QueueingHint.QUEUE if new.metadata.name in names else QueueingHint.QUEUE_SKIP
+
+
+@queueing_hint
+def is_schedulable_after_storage_class_change(
+    pod: Pod, old: StorageClass | None, new: StorageClass | None
+) -> QueueingHint:
+    """``isSchedulableAfterStorageClassChange``: a new class, or changed ``allowedTopologies``."""
+    if old is None or new is None:
+        return QueueingHint.QUEUE
+    if old.allowed_topologies != new.allowed_topologies:
+        return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP
+
+
+def translated_for_node(pv: PersistentVolume, csi_node: CSINode | None) -> PersistentVolume:
+    """``tryTranslatePVToCSI``: an in-tree PV of a plugin kube-scheduler migrates (GCE PD, AWS EBS,
+    Azure Disk, Cinder, Portworx) whose node's CSINode lists the plugin in its migrated-plugins
+    annotation, translated to CSI (its node affinity's zone key becomes the driver's); any other
+    PV unchanged.
+
+    Raises:
+        ValueError: the PV does not translate (``could not translate pv: ...``).
+    """
+    plugin = pv_plugin(pv) if pv.spec.csi is None else ""
+    if not plugin or not migration_on(plugin) or not migrated_on_node(plugin, csi_node):
+        return pv
+    try:
+        return translate_pv(pv)
+    except TranslationError as exc:
+        raise ValueError(f"could not translate pv: {exc}") from None
 
 
 def uses_claim(pod: Pod, pvc: PersistentVolumeClaim) -> bool:
