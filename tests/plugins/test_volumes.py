@@ -1,4 +1,4 @@
-"""VolumeRestrictions, VolumeBinding, VolumeZone (and the NodeVolumeLimits placeholder)."""
+"""VolumeRestrictions, VolumeBinding, VolumeZone (NodeVolumeLimits: test_nodevolumelimits.py)."""
 
 from __future__ import annotations
 
@@ -318,3 +318,26 @@ def test_node_volume_limits_skips_pods_without_volumes() -> None:
     fw.run_pre_filter(state, PodInfo(pod("p")), env.s.node_infos())
     assert "NodeVolumeLimits" in state.skip_filter_plugins
     assert "VolumeBinding" in state.skip_filter_plugins
+
+
+def test_volume_attributes_class_must_match() -> None:
+    """VolumeAttributesClass (GA in 1.34): an unbound claim only matches PVs of its
+    ``volumeAttributesClassName`` (unset on both sides is a match)."""
+    env = env3()
+    gold = pv("gold", "wffc", hosts=["n1"])
+    gold["spec"]["volumeAttributesClassName"] = "gold"
+    env.add_pv(gold)
+    env.add_pv(pv("plain", "wffc", hosts=["n2"]))
+    claim = pvc("c", "wffc")
+    claim["spec"]["volumeAttributesClassName"] = "gold"
+    env.add_pvc(claim)
+    env.add_pvc(pvc("d", "wffc"))
+    assert env.feasible(with_claims("c")) == {"n1"}
+    assert env.feasible(with_claims("d")) == {"n2"}
+
+
+def test_dynamic_resources_rejects_resource_claims_until_issue_24() -> None:
+    env = env3()
+    p = pod("p", spec={"resourceClaims": [{"name": "gpu", "resourceClaimName": "c"}]})
+    msg = env.schedule(p)
+    assert msg.startswith("0/3 nodes are available: ome-scheduler does not support ResourceClaims."), msg
