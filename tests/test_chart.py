@@ -478,6 +478,8 @@ SCHEDULER_RULES = [
     {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": ["list", "watch"]},
     # NodeVolumeLimits' attach limits and attached volumes (issue 27).
     {"apiGroups": ["storage.k8s.io"], "resources": ["csinodes", "volumeattachments"], "verbs": ["list", "watch"]},
+    # VolumeBinding's capacity-aware provisioning (issue 27).
+    {"apiGroups": ["storage.k8s.io"], "resources": ["csidrivers", "csistoragecapacities"], "verbs": ["list", "watch"]},
     {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups"], "verbs": ["get", "list", "watch", "patch"]},
     # The leader keeps PodGroup status and its ome.io/ placement annotations (issue 15).
     {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups/status"], "verbs": ["update"]},

@@ -22,7 +22,13 @@ from ome_scheduler.api.snapshot import (
     read_snapshot,
     write_snapshot,
 )
-from ome_scheduler.api.storage import MIGRATED_PLUGINS_ANNOTATION, CSINode, VolumeAttachment
+from ome_scheduler.api.storage import (
+    MIGRATED_PLUGINS_ANNOTATION,
+    CSIDriver,
+    CSINode,
+    CSIStorageCapacity,
+    VolumeAttachment,
+)
 from ome_scheduler.config.load import parse_config
 from ome_scheduler.tools.anonymize import Anonymizer
 from ome_scheduler.tools.listing import take_snapshot
@@ -51,6 +57,8 @@ def test_take_snapshot_lists_every_page_and_skips_what_it_cannot_read(capsys: py
             api.lists["/api/v1/persistentvolumeclaims"] = []
             api.lists["/apis/storage.k8s.io/v1/csinodes"] = []
             api.lists["/apis/storage.k8s.io/v1/volumeattachments"] = []
+            api.lists["/apis/storage.k8s.io/v1/csidrivers"] = []
+            api.lists["/apis/storage.k8s.io/v1/csistoragecapacities"] = []
             # No PodGroup list: the CRD is not installed (404).
             return await take_snapshot(api.client()), api
 
@@ -254,6 +262,20 @@ def volume_sample() -> ClusterSnapshot:
         persistent_volume_claims=pvcs,
         csi_nodes=csi_nodes,
         volume_attachments=[va],
+        csi_drivers=[
+            msgspec.convert({"metadata": {"name": "ebs.csi.aws.com"}, "spec": {"storageCapacity": True}}, CSIDriver)
+        ],
+        csi_storage_capacities=[
+            msgspec.convert(
+                {
+                    "metadata": {"name": "cap-x", "namespace": "team"},
+                    "storageClassName": "fast",
+                    "nodeTopology": {"matchLabels": {DK: "x"}},
+                    "capacity": "100Gi",
+                },
+                CSIStorageCapacity,
+            )
+        ],
     )
 
 
@@ -270,6 +292,11 @@ def test_csinodes_attachments_and_resizes_survive_the_file_and_anonymising(tmp_p
     assert va.spec.node_name in node_names and va.spec.attacher == "ebs.csi.aws.com"
     assert va.spec.source.persistent_volume_name in {p.metadata.name for p in a.persistent_volumes}
     assert all(p.spec.csi is not None and p.spec.csi.volume_handle.startswith("handle-") for p in a.persistent_volumes)
+    (cap,) = a.csi_storage_capacities
+    assert cap.metadata.namespace == a.namespaces[0].metadata.name and cap.metadata.name.startswith("capacity-")
+    assert cap.storage_class_name.startswith("class-") and cap.capacity == "100Gi"
+    assert cap.node_topology is not None and cap.node_topology.match_labels == {DK: a.nodes[0].metadata.labels[DK]}
+    assert a.csi_drivers == s.csi_drivers
     (p,) = a.pods
     assert p.status.container_statuses[0].name == p.spec.containers[0].name == "c0"
     text = msgspec.json.encode(a).decode()

@@ -179,6 +179,8 @@ class Volume(Record, gc=False):
     cinder: dict[str, Any] | None = None
     portworx_volume: dict[str, Any] | None = None
     vsphere_volume: dict[str, Any] | None = None
+    csi: dict[str, Any] | None = None
+    """An inline CSI volume (``driver``, ...): VolumeBinding's CSIDriver hint reads its driver."""
 
 
 class PodResourceClaim(Record, gc=False):

@@ -14,7 +14,7 @@ command line or status message. Secrets are never listed. Shape::
     podGroups: [...]        # scheduling.x-k8s.io/v1alpha1 PodGroup
     pods: [...]             # v1 Pod (not Succeeded or Failed), bound and pending
     persistentVolumes: [...]; persistentVolumeClaims: [...]; storageClasses: [...]
-    csiNodes: [...]; volumeAttachments: [...]   # storage.k8s.io/v1
+    csiNodes: [...]; volumeAttachments: [...]; csiDrivers: [...]; csiStorageCapacities: [...]
 
 The manifests ``simulate --add`` takes are read here too (:func:`decode_manifests`).
 """
@@ -31,7 +31,7 @@ import yaml
 from ome_scheduler.api.core import Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass
 from ome_scheduler.api.meta import Record
 from ome_scheduler.api.scheduling import PodGroup
-from ome_scheduler.api.storage import CSINode, VolumeAttachment
+from ome_scheduler.api.storage import CSIDriver, CSINode, CSIStorageCapacity, VolumeAttachment
 
 API_VERSION = "snapshot.ome.io/v1alpha1"
 KIND = "ClusterSnapshot"
@@ -60,6 +60,8 @@ class ClusterSnapshot(Record):
     storage_classes: list[StorageClass] = []
     csi_nodes: list[CSINode] = []
     volume_attachments: list[VolumeAttachment] = []
+    csi_drivers: list[CSIDriver] = []
+    csi_storage_capacities: list[CSIStorageCapacity] = []
 
 
 class SnapshotError(ValueError):
@@ -117,6 +119,8 @@ MANIFEST_KINDS: dict[str, type[Any]] = {
     "StorageClass": StorageClass,
     "CSINode": CSINode,
     "VolumeAttachment": VolumeAttachment,
+    "CSIDriver": CSIDriver,
+    "CSIStorageCapacity": CSIStorageCapacity,
 }
 """Object kinds ``simulate --add`` accepts (a ``List`` of them too)."""
 

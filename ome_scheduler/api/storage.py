@@ -1,4 +1,4 @@
-"""``storage.k8s.io/v1`` CSINode and VolumeAttachment records (NodeVolumeLimits, VolumeBinding).
+"""``storage.k8s.io/v1`` CSINode, VolumeAttachment, CSIDriver and CSIStorageCapacity records.
 
 Mirrors ``k8s.io/api/storage/v1/types.go``, declaring only the fields the scheduler reads.
 StorageClass, the other ``storage.k8s.io/v1`` record the scheduler reads, stays beside the
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import msgspec
 
-from ome_scheduler.api.meta import ObjectMeta, Record
+from ome_scheduler.api.meta import LabelSelector, ObjectMeta, Record
 
 MIGRATED_PLUGINS_ANNOTATION = "storage.alpha.kubernetes.io/migrated-plugins"
 """``v1.MigratedPluginsAnnotationKey``: a CSINode's comma-separated in-tree plugin names
@@ -76,3 +76,29 @@ class VolumeAttachment(Record):
 
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: VolumeAttachmentSpec = msgspec.field(default_factory=VolumeAttachmentSpec)
+
+
+class CSIDriverSpec(Record, gc=False):
+    """``storagev1.CSIDriverSpec``: ``storageCapacity`` opts the driver into capacity-aware
+    provisioning (VolumeBinding then reads its CSIStorageCapacities)."""
+
+    storage_capacity: bool | None = None
+
+
+class CSIDriver(Record):
+    """``storagev1.CSIDriver``: named after the driver (a StorageClass's ``provisioner``)."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: CSIDriverSpec = msgspec.field(default_factory=CSIDriverSpec)
+
+
+class CSIStorageCapacity(Record):
+    """``storagev1.CSIStorageCapacity`` (namespaced; top-level fields): the room a driver reports
+    for volumes of ``storageClassName`` on the nodes ``nodeTopology`` selects. ``capacity`` and
+    ``maximumVolumeSize`` are quantity strings (bytes); None when not reported."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    node_topology: LabelSelector | None = None
+    storage_class_name: str = ""
+    capacity: str | None = None
+    maximum_volume_size: str | None = None

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ome_scheduler.api.core import Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass
 from ome_scheduler.api.scheduling import PodGroup
-from ome_scheduler.api.storage import CSINode, VolumeAttachment
+from ome_scheduler.api.storage import CSIDriver, CSINode, CSIStorageCapacity, VolumeAttachment
 
 if TYPE_CHECKING:
     from ome_scheduler.kube.client import KubeClient
@@ -65,6 +65,15 @@ INFORMERS: tuple[InformerSpec, ...] = (
     InformerSpec("csinodes", "/apis/storage.k8s.io/v1/csinodes", CSINode, "volumes", "csinode"),
     InformerSpec(
         "volumeattachments", "/apis/storage.k8s.io/v1/volumeattachments", VolumeAttachment, "volumes", "attachment"
+    ),
+    # VolumeBinding: which CSI drivers ask for capacity-aware provisioning, and their capacities.
+    InformerSpec("csidrivers", "/apis/storage.k8s.io/v1/csidrivers", CSIDriver, "volumes", "csidriver"),
+    InformerSpec(
+        "csistoragecapacities",
+        "/apis/storage.k8s.io/v1/csistoragecapacities",
+        CSIStorageCapacity,
+        "volumes",
+        "capacity",
     ),
     InformerSpec(
         "podgroups",

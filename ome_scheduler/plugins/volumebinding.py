@@ -10,11 +10,13 @@ Mirrors ``pkg/scheduler/framework/plugins/volumebinding/{volume_binding,binder}.
 * Filter, per node: bound claims' PVs must exist and their node affinity must match the node
   labels; unbound WaitForFirstConsumer claims need a matching available PV (smallest first)
   or a class that can provision there (a provisioner other than
-  ``kubernetes.io/no-provisioner`` and matching ``allowedTopologies``); a claim already
+  ``kubernetes.io/no-provisioner`` and matching ``allowedTopologies``, and, when the class's
+  CSIDriver asks for capacity checks, a CSIStorageCapacity of the class on the node with room:
+  ``hasEnoughCapacity``); a claim already
   annotated with another selected node rules the node out. Failures are
   UnschedulableAndUnresolvable with ``node(s) didn't match PersistentVolume's node affinity``,
-  ``node(s) didn't find available persistent volumes to bind`` or ``node(s) unavailable due
-  to one or more pvc(s) bound to non-existent pv(s)``.
+  ``node(s) didn't find available persistent volumes to bind``, ``node(s) did not have enough
+  free storage`` or ``node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)``.
 * Reserve assumes the chosen PVs bound (claimRef) and claims to provision annotated with
   ``volume.kubernetes.io/selected-node``; Unreserve reverts. PreBind writes those changes to
   the API server and waits (1 s polls, ``bindTimeoutSeconds``, default 600) until every claim
@@ -26,9 +28,7 @@ Mirrors ``pkg/scheduler/framework/plugins/volumebinding/{volume_binding,binder}.
   e.g. ``topology.gke.io/zone``); a PV that does not translate is an Error
   (``could not translate pv: ...``).
 
-Deviation: CSIStorageCapacity is not consulted (provisioning is assumed to have room; CSIDrivers
-and CSIStorageCapacities are not watched). There is no volume score, as upstream with
-StorageCapacityScoring (alpha) off.
+There is no volume score, as upstream with StorageCapacityScoring (alpha) off.
 """
 
 from __future__ import annotations
@@ -42,10 +42,12 @@ from typing import Any, Protocol
 import msgspec
 
 from ome_scheduler.api.core import ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass
-from ome_scheduler.api.storage import MIGRATED_PLUGINS_ANNOTATION, CSINode
+from ome_scheduler.api.storage import MIGRATED_PLUGINS_ANNOTATION, CSIDriver, CSINode, CSIStorageCapacity
 from ome_scheduler.config.pluginargs import VolumeBindingArgs
 from ome_scheduler.framework.events import (
+    CSI_DRIVER,
     CSI_NODE,
+    CSI_STORAGE_CAPACITY,
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
     STORAGE_CLASS,
@@ -87,6 +89,7 @@ from ome_scheduler.plugins.volumestore import (
     pv_node_affinity_matches,
 )
 from ome_scheduler.util.labels import Requirement, Selector
+from ome_scheduler.util.quantity import value
 
 ERR_REASON_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
 ERR_REASON_NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
@@ -320,8 +323,37 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
                 return False, True, []
             if not _topology_matches(sc.allowed_topologies, labels):
                 return False, True, []
+            if not self._has_enough_capacity(pvc, sc, labels):
+                return True, False, []
             out.append(pvc)
         return True, True, out
+
+    def _has_enough_capacity(self, pvc: PersistentVolumeClaim, sc: StorageClass, labels: dict[str, str]) -> bool:
+        """``hasEnoughCapacity``: a claim with a storage request, of a class whose provisioner is a
+        CSIDriver with ``storageCapacity: true``, needs a CSIStorageCapacity of the class that
+        selects the node (``nodeTopology``) and whose ``maximumVolumeSize`` (else ``capacity``)
+        is at least the request (bytes). Any other claim has room."""
+        q = pvc.spec.resources.requests.get("storage")
+        if q is None:
+            return True
+        vs = self.store
+        driver = vs.csi_driver(sc.provisioner)
+        if driver is None or not driver.spec.storage_capacity:
+            return True
+        size = value(q)
+        for cap in vs.capacities():
+            if cap.storage_class_name != sc.metadata.name:
+                continue
+            limit = volume_limit(cap)
+            if limit is None or limit < size or cap.node_topology is None:
+                continue
+            try:
+                topology = Selector.from_label_selector(cap.node_topology)
+            except ValueError:
+                continue  # upstream logs it and treats the node as without access
+            if topology.matches(labels):
+                return True
+        return False
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         """``Filter``: ``FindPodVolumes`` for this node; remember the bindings it would take."""
@@ -492,14 +524,55 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
         """``EventsToRegister``: StorageClass add/update (a new class, or changed
         ``allowedTopologies``), PVC add/update (one of the pod's claims), PV add/update, Node
         add/label changes, CSINode add/update (a new one, or a changed migrated-plugins
-        annotation). CSIDriver and CSIStorageCapacity are not watched (docs/plugins.md)."""
+        annotation), CSIDriver update (capacity checks turned off for a driver of the pod's
+        inline CSI volumes), CSIStorageCapacity add/update (a new one, or a larger limit)."""
         return [
             on(STORAGE_CLASS, ActionType.ADD | ActionType.UPDATE, is_schedulable_after_storage_class_change),
             on(PERSISTENT_VOLUME_CLAIM, ActionType.ADD | ActionType.UPDATE, is_schedulable_after_claim_change),
             on(PERSISTENT_VOLUME, ActionType.ADD | ActionType.UPDATE),
             on("Node", ActionType.ADD | ActionType.UPDATE_NODE_LABEL),
             on(CSI_NODE, ActionType.ADD | ActionType.UPDATE, is_schedulable_after_csinode_change),
+            on(CSI_DRIVER, ActionType.UPDATE, is_schedulable_after_csidriver_change),
+            on(CSI_STORAGE_CAPACITY, ActionType.ADD | ActionType.UPDATE, is_schedulable_after_capacity_change),
         ]
+
+
+def volume_limit(cap: CSIStorageCapacity) -> int | None:
+    """``volumeLimit``: ``maximumVolumeSize`` when reported (more precise), else ``capacity``, in
+    bytes; None when neither is.
+
+    Raises:
+        QuantityError: the reported value is not a quantity.
+    """
+    q = cap.maximum_volume_size if cap.maximum_volume_size is not None else cap.capacity
+    return value(q) if q is not None else None
+
+
+@queueing_hint
+def is_schedulable_after_csidriver_change(pod: Pod, old: CSIDriver | None, new: CSIDriver | None) -> QueueingHint:
+    """``isSchedulableAfterCSIDriverChange``: the driver of one of the pod's inline CSI volumes
+    stopped asking for capacity checks."""
+    if old is None or new is None:
+        return QueueingHint.QUEUE
+    for v in pod.spec.volumes:
+        if v.csi is None or v.csi.get("driver") != new.metadata.name:
+            continue
+        if old.spec.storage_capacity and not new.spec.storage_capacity:
+            return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP
+
+
+@queueing_hint
+def is_schedulable_after_capacity_change(
+    pod: Pod, old: CSIStorageCapacity | None, new: CSIStorageCapacity | None
+) -> QueueingHint:
+    """``isSchedulableAfterCSIStorageCapacityChange``: a new capacity, or a larger volume limit."""
+    if old is None or new is None:
+        return QueueingHint.QUEUE
+    before, after = volume_limit(old), volume_limit(new)
+    if after is not None and (before is None or after > before):
+        return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP
 
 
 @queueing_hint

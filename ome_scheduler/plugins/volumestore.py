@@ -1,7 +1,7 @@
 """The storage objects the volume plugins read, and the PV/PVC helpers they share.
 
 ``VolumeStore`` is the scheduler's view of PersistentVolumes, PersistentVolumeClaims,
-StorageClasses, CSINodes and VolumeAttachments, kept current by informers
+StorageClasses, CSINodes, VolumeAttachments, CSIDrivers and CSIStorageCapacities, kept current by informers
 (``app/informers.py``); VolumeAttachments are indexed by node, so NodeVolumeLimits reads one
 node's attachments without listing them all as upstream's lister does. Like upstream's assume caches
 (``pkg/scheduler/framework/plugins/volumebinding/assume_cache.go``), VolumeBinding can
@@ -18,9 +18,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ome_scheduler.api.core import PersistentVolume, PersistentVolumeClaim, StorageClass
-from ome_scheduler.api.storage import CSINode, VolumeAttachment
+from ome_scheduler.api.storage import CSIDriver, CSINode, CSIStorageCapacity, VolumeAttachment
 from ome_scheduler.framework.events import (
+    CSI_DRIVER,
     CSI_NODE,
+    CSI_STORAGE_CAPACITY,
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
     STORAGE_CLASS,
@@ -175,6 +177,9 @@ class VolumeStore:
         """Node name -> VolumeAttachment name -> the attachment (``spec.nodeName`` indexes it)."""
         self._attachment_node: dict[str, str] = {}
         """VolumeAttachment name -> the node it is indexed under."""
+        self._csi_drivers: dict[str, CSIDriver] = {}
+        self._capacities: dict[str, CSIStorageCapacity] = {}
+        """CSIStorageCapacities by ``namespace/name``."""
 
     # ---- reads --------------------------------------------------------------------------
 
@@ -215,6 +220,14 @@ class VolumeStore:
     def attachments_on(self, node: str) -> Iterable[VolumeAttachment]:
         """The VolumeAttachments whose ``spec.nodeName`` is ``node``, in no particular order."""
         return self._attachments.get(node, {}).values()
+
+    def csi_driver(self, name: str) -> CSIDriver | None:
+        """The CSIDriver ``name``, or None."""
+        return self._csi_drivers.get(name)
+
+    def capacities(self) -> Iterable[CSIStorageCapacity]:
+        """Every CSIStorageCapacity (``List(labels.Everything())``), in no particular order."""
+        return self._capacities.values()
 
     def is_delay_binding(self, pvc: PersistentVolumeClaim) -> bool:
         """``IsDelayBindingMode``: the claim's class exists and is WaitForFirstConsumer.
@@ -356,3 +369,33 @@ class VolumeStore:
         """Informer handler: update the store and emit the cluster event."""
         self._unindex_attachment(va.metadata.name)
         self._emit(VOLUME_ATTACHMENT, ActionType.DELETE, va, None)
+
+    def on_csidriver_add(self, d: CSIDriver) -> None:
+        """Informer handler: update the store and emit the cluster event."""
+        self._csi_drivers[d.metadata.name] = d
+        self._emit(CSI_DRIVER, ActionType.ADD, None, d)
+
+    def on_csidriver_update(self, old: CSIDriver, new: CSIDriver) -> None:
+        """Informer handler: update the store and emit the cluster event."""
+        self._csi_drivers[new.metadata.name] = new
+        self._emit(CSI_DRIVER, ActionType.UPDATE, old, new)
+
+    def on_csidriver_delete(self, d: CSIDriver) -> None:
+        """Informer handler: update the store and emit the cluster event."""
+        self._csi_drivers.pop(d.metadata.name, None)
+        self._emit(CSI_DRIVER, ActionType.DELETE, d, None)
+
+    def on_capacity_add(self, c: CSIStorageCapacity) -> None:
+        """Informer handler: update the store and emit the cluster event."""
+        self._capacities[f"{c.metadata.namespace}/{c.metadata.name}"] = c
+        self._emit(CSI_STORAGE_CAPACITY, ActionType.ADD, None, c)
+
+    def on_capacity_update(self, old: CSIStorageCapacity, new: CSIStorageCapacity) -> None:
+        """Informer handler: update the store and emit the cluster event."""
+        self._capacities[f"{new.metadata.namespace}/{new.metadata.name}"] = new
+        self._emit(CSI_STORAGE_CAPACITY, ActionType.UPDATE, old, new)
+
+    def on_capacity_delete(self, c: CSIStorageCapacity) -> None:
+        """Informer handler: update the store and emit the cluster event."""
+        self._capacities.pop(f"{c.metadata.namespace}/{c.metadata.name}", None)
+        self._emit(CSI_STORAGE_CAPACITY, ActionType.DELETE, c, None)

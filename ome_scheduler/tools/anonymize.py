@@ -160,6 +160,13 @@ class Anonymizer:
                 if claim not in self.table:
                     self.table[claim] = f"{self.name(pod_name, 'pod')}-{self.name(v['name'], 'volume')}"
 
+    def csi_storage_capacity(self, cap: dict[str, Any]) -> None:
+        """A CSIStorageCapacity: name, namespace, class and node topology values (quantities kept)."""
+        self._meta(cap["metadata"], "capacity")
+        if cap.get("storageClassName"):
+            cap["storageClassName"] = self.name(cap["storageClassName"], "class")
+        self._selector(cap.get("nodeTopology"))
+
     def volume_attachment(self, va: dict[str, Any]) -> None:
         """A VolumeAttachment: name, node and PersistentVolume names (the attacher is a driver name, kept)."""
         self._meta(va["metadata"], "attachment")
@@ -244,6 +251,7 @@ class Anonymizer:
             ("persistentVolumeClaims", self.pvc),
             ("csiNodes", self.csi_node),
             ("volumeAttachments", self.volume_attachment),
+            ("csiStorageCapacities", self.csi_storage_capacity),
             ("pods", self.pod),
         )
         for key, fn in order:

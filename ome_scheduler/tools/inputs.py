@@ -18,7 +18,9 @@ from ome_scheduler.api.core import Node, Pod
 from ome_scheduler.api.snapshot import SnapshotError
 from ome_scheduler.util.quantity import QuantityError, parse_quantity
 
-CLUSTER_SCOPED = frozenset({"Node", "Namespace", "PersistentVolume", "StorageClass", "CSINode", "VolumeAttachment"})
+CLUSTER_SCOPED = frozenset(
+    {"Node", "Namespace", "PersistentVolume", "StorageClass", "CSINode", "VolumeAttachment", "CSIDriver"}
+)
 
 
 def stored(obj: Any, created: str, index: int) -> Any:

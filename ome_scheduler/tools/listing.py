@@ -2,7 +2,7 @@
 
 Lists what the informers of :mod:`ome_scheduler.app.informers` list (nodes, pods that are not
 finished, namespaces, PodGroups, PersistentVolumes, PersistentVolumeClaims, StorageClasses,
-CSINodes and VolumeAttachments;
+CSINodes, VolumeAttachments, CSIDrivers and CSIStorageCapacities;
 never Secrets or ConfigMaps), decodes each object into the scheduler's typed record (so only
 the fields the scheduler reads are kept) into one
 :class:`~ome_scheduler.api.snapshot.ClusterSnapshot`. ``snapshot`` writes it, ``explain``
@@ -32,6 +32,8 @@ FIELD_OF_INFORMER = {
     "storageclasses": "storage_classes",
     "csinodes": "csi_nodes",
     "volumeattachments": "volume_attachments",
+    "csidrivers": "csi_drivers",
+    "csistoragecapacities": "csi_storage_capacities",
 }
 """Informer name (``app/informers.py``) -> the :class:`ClusterSnapshot` field it fills."""
 

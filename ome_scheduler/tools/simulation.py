@@ -49,7 +49,7 @@ import msgspec
 from ome_scheduler.api.core import Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass
 from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.api.snapshot import ClusterSnapshot, SnapshotError
-from ome_scheduler.api.storage import CSINode, VolumeAttachment
+from ome_scheduler.api.storage import CSIDriver, CSINode, CSIStorageCapacity, VolumeAttachment
 from ome_scheduler.config.pluginargs import OMEGangPackArgs
 from ome_scheduler.config.types import KubeSchedulerConfiguration
 from ome_scheduler.framework.types import POD_GROUP_LABEL, NodeInfo, PodInfo, Resource, gang_key
@@ -215,6 +215,8 @@ class Simulation:
             (snap.persistent_volume_claims, vol.on_pvc_add),
             (snap.csi_nodes, vol.on_csinode_add),
             (snap.volume_attachments, vol.on_attachment_add),
+            (snap.csi_drivers, vol.on_csidriver_add),
+            (snap.csi_storage_capacities, vol.on_capacity_add),
             (snap.pod_groups, h.on_pod_group_add),
         ]
         for objects, add in feeds:
@@ -263,6 +265,10 @@ class Simulation:
                 vol.on_csinode_update(old_cn, obj) if old_cn is not None else vol.on_csinode_add(obj)
             elif isinstance(obj, VolumeAttachment):
                 vol.on_attachment_add(obj)
+            elif isinstance(obj, CSIDriver):
+                vol.on_csidriver_add(obj)
+            elif isinstance(obj, CSIStorageCapacity):
+                vol.on_capacity_add(obj)
 
     # ---- quiescence -----------------------------------------------------------------------
 
