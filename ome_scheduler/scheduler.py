@@ -46,6 +46,7 @@ from ome_scheduler.logs import get_logger
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.plugins.registry import default_plugins, in_tree_registry
 from ome_scheduler.plugins.volumestore import VolumeStore
+from ome_scheduler.plugins.workloads import WorkloadStore
 from ome_scheduler.schedule_one import ScheduleOne
 from ome_scheduler.util.labels import Selector
 
@@ -105,8 +106,11 @@ class Scheduler:
         """The informer's latest PodInfo of every pod, by ``namespace/name``."""
         self.namespaces: dict[str, Namespace] = {}
         self.volumes = VolumeStore(lambda ev, old, new: self.queue.move_all_to_active_or_backoff(ev, old, new))
-        """PVs, PVCs and StorageClasses for the volume plugins; each storage event retries the
-        unschedulable pods that registered it."""
+        """PVs, PVCs, StorageClasses and the CSI objects for the volume plugins; each storage event
+        retries the unschedulable pods that registered it."""
+        self.workloads = WorkloadStore()
+        """Services, ReplicationControllers, ReplicaSets and StatefulSets (PodTopologySpread's
+        default constraints)."""
         self.frameworks: dict[str, Framework] = {}
         self._node_listeners: list[Callable[[Node | None, Node | None], None]] = []
         self.stopping = False
@@ -237,6 +241,11 @@ class Scheduler:
     def volume_store(self) -> VolumeStore:
         """PVs, PVCs and StorageClasses (filled by the storage informers)."""
         return self.volumes
+
+    def default_spread_selector(self, pod: Pod) -> Selector:
+        """``helper.DefaultSelector``: the workload selector of ``pod`` for PodTopologySpread's
+        default constraints (``plugins/workloads.py``)."""
+        return self.workloads.default_selector(pod)
 
     def activate(self, pods: Iterable[Pod]) -> None:
         """Move these pods from backoffQ or the unschedulable pods straight to activeQ."""

@@ -480,6 +480,9 @@ SCHEDULER_RULES = [
     {"apiGroups": ["storage.k8s.io"], "resources": ["csinodes", "volumeattachments"], "verbs": ["list", "watch"]},
     # VolumeBinding's capacity-aware provisioning (issue 27).
     {"apiGroups": ["storage.k8s.io"], "resources": ["csidrivers", "csistoragecapacities"], "verbs": ["list", "watch"]},
+    # PodTopologySpread's default constraints: the selectors of a pod's Services and controller (issue 27).
+    {"apiGroups": [""], "resources": ["services", "replicationcontrollers"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["apps"], "resources": ["replicasets", "statefulsets"], "verbs": ["list", "watch"]},
     {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups"], "verbs": ["get", "list", "watch", "patch"]},
     # The leader keeps PodGroup status and its ome.io/ placement annotations (issue 15).
     {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups/status"], "verbs": ["update"]},

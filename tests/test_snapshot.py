@@ -29,6 +29,7 @@ from ome_scheduler.api.storage import (
     CSIStorageCapacity,
     VolumeAttachment,
 )
+from ome_scheduler.api.workloads import ReplicaSet, Service
 from ome_scheduler.config.load import parse_config
 from ome_scheduler.tools.anonymize import Anonymizer
 from ome_scheduler.tools.listing import take_snapshot
@@ -59,6 +60,10 @@ def test_take_snapshot_lists_every_page_and_skips_what_it_cannot_read(capsys: py
             api.lists["/apis/storage.k8s.io/v1/volumeattachments"] = []
             api.lists["/apis/storage.k8s.io/v1/csidrivers"] = []
             api.lists["/apis/storage.k8s.io/v1/csistoragecapacities"] = []
+            for path in ("/api/v1/services", "/api/v1/replicationcontrollers"):
+                api.lists[path] = []
+            for path in ("/apis/apps/v1/replicasets", "/apis/apps/v1/statefulsets"):
+                api.lists[path] = []
             # No PodGroup list: the CRD is not installed (404).
             return await take_snapshot(api.client()), api
 
@@ -247,6 +252,9 @@ def volume_sample() -> ClusterSnapshot:
         VolumeAttachment,
     )
     resizing = with_uid(pod("resizing", "team", node_name="node-b", cpu="1", gpu=0))
+    resizing["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-abc", "controller": True}
+    ]
     resizing["status"] = {
         "phase": "Running",
         "containerStatuses": [
@@ -262,6 +270,20 @@ def volume_sample() -> ClusterSnapshot:
         persistent_volume_claims=pvcs,
         csi_nodes=csi_nodes,
         volume_attachments=[va],
+        services=[
+            msgspec.convert(
+                {"metadata": {"name": "web", "namespace": "team"}, "spec": {"selector": {"app": "web"}}}, Service
+            )
+        ],
+        replica_sets=[
+            msgspec.convert(
+                {
+                    "metadata": {"name": "web-abc", "namespace": "team"},
+                    "spec": {"selector": {"matchLabels": {"app": "web"}}},
+                },
+                ReplicaSet,
+            )
+        ],
         csi_drivers=[
             msgspec.convert({"metadata": {"name": "ebs.csi.aws.com"}, "spec": {"storageCapacity": True}}, CSIDriver)
         ],
@@ -297,7 +319,13 @@ def test_csinodes_attachments_and_resizes_survive_the_file_and_anonymising(tmp_p
     assert cap.storage_class_name.startswith("class-") and cap.capacity == "100Gi"
     assert cap.node_topology is not None and cap.node_topology.match_labels == {DK: a.nodes[0].metadata.labels[DK]}
     assert a.csi_drivers == s.csi_drivers
+    (svc,) = a.services
+    (rs,) = a.replica_sets
+    assert svc.spec.selector is not None and svc.spec.selector["app"] != "web"
+    assert rs.spec.selector is not None and rs.spec.selector.match_labels == svc.spec.selector
     (p,) = a.pods
+    assert p.metadata.owner_references[0].name == rs.metadata.name != "web-abc"
+    assert p.metadata.owner_references[0].api_version == "apps/v1"
     assert p.status.container_statuses[0].name == p.spec.containers[0].name == "c0"
     text = msgspec.json.encode(a).decode()
     assert not any(x in text for x in ('"node-a"', '"csi-abc"', '"vol-0"', '"pv-0"', '"i-node-a"'))

@@ -15,6 +15,7 @@ command line or status message. Secrets are never listed. Shape::
     pods: [...]             # v1 Pod (not Succeeded or Failed), bound and pending
     persistentVolumes: [...]; persistentVolumeClaims: [...]; storageClasses: [...]
     csiNodes: [...]; volumeAttachments: [...]; csiDrivers: [...]; csiStorageCapacities: [...]
+    services: [...]; replicationControllers: [...]; replicaSets: [...]; statefulSets: [...]
 
 The manifests ``simulate --add`` takes are read here too (:func:`decode_manifests`).
 """
@@ -32,6 +33,7 @@ from ome_scheduler.api.core import Namespace, Node, PersistentVolume, Persistent
 from ome_scheduler.api.meta import Record
 from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.api.storage import CSIDriver, CSINode, CSIStorageCapacity, VolumeAttachment
+from ome_scheduler.api.workloads import ReplicaSet, ReplicationController, Service, StatefulSet
 
 API_VERSION = "snapshot.ome.io/v1alpha1"
 KIND = "ClusterSnapshot"
@@ -62,6 +64,10 @@ class ClusterSnapshot(Record):
     volume_attachments: list[VolumeAttachment] = []
     csi_drivers: list[CSIDriver] = []
     csi_storage_capacities: list[CSIStorageCapacity] = []
+    services: list[Service] = []
+    replication_controllers: list[ReplicationController] = []
+    replica_sets: list[ReplicaSet] = []
+    stateful_sets: list[StatefulSet] = []
 
 
 class SnapshotError(ValueError):
@@ -121,6 +127,10 @@ MANIFEST_KINDS: dict[str, type[Any]] = {
     "VolumeAttachment": VolumeAttachment,
     "CSIDriver": CSIDriver,
     "CSIStorageCapacity": CSIStorageCapacity,
+    "Service": Service,
+    "ReplicationController": ReplicationController,
+    "ReplicaSet": ReplicaSet,
+    "StatefulSet": StatefulSet,
 }
 """Object kinds ``simulate --add`` accepts (a ``List`` of them too)."""
 

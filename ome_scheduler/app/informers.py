@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ome_scheduler.api.core import Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass
 from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.api.storage import CSIDriver, CSINode, CSIStorageCapacity, VolumeAttachment
+from ome_scheduler.api.workloads import ReplicaSet, ReplicationController, Service, StatefulSet
 
 if TYPE_CHECKING:
     from ome_scheduler.kube.client import KubeClient
@@ -25,8 +26,9 @@ class InformerSpec:
     """One informer: what it lists and watches, and which handlers it feeds.
 
     ``owner`` is the scheduler attribute holding the handlers (``handlers`` for the event
-    handlers, ``volumes`` for the volume store) and ``kind`` their name part: the informer
-    calls ``on_{kind}_add``, ``on_{kind}_update``, ``on_{kind}_delete`` and, if present,
+    handlers, ``volumes`` for the volume store, ``workloads`` for the workload selectors) and
+    ``kind`` their name part: the informer calls ``on_{kind}_add``, ``on_{kind}_update``,
+    ``on_{kind}_delete`` and, if present,
     ``on_{kind}_invalid`` (an object that cannot be decoded) and ``on_{kind}_error`` (a handler
     raised while handling it). An ``optional`` informer is waited for only as long as a plugin
     asks (``Plugin.informer_sync_waits``).
@@ -75,6 +77,11 @@ INFORMERS: tuple[InformerSpec, ...] = (
         "volumes",
         "capacity",
     ),
+    # PodTopologySpread: the selector of its default constraints (helper.DefaultSelector).
+    InformerSpec("services", "/api/v1/services", Service, "workloads", "service"),
+    InformerSpec("replicationcontrollers", "/api/v1/replicationcontrollers", ReplicationController, "workloads", "rc"),
+    InformerSpec("replicasets", "/apis/apps/v1/replicasets", ReplicaSet, "workloads", "replicaset"),
+    InformerSpec("statefulsets", "/apis/apps/v1/statefulsets", StatefulSet, "workloads", "statefulset"),
     InformerSpec(
         "podgroups",
         "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",

@@ -167,6 +167,19 @@ class Anonymizer:
             cap["storageClassName"] = self.name(cap["storageClassName"], "class")
         self._selector(cap.get("nodeTopology"))
 
+    def map_workload(self, w: dict[str, Any]) -> None:
+        """A Service or ReplicationController: name (the same placeholder as its pods' owner
+        references), namespace, label values and its selector's values (a label map)."""
+        self._meta(w["metadata"], "owner")
+        spec = w.get("spec", {})
+        if spec.get("selector") is not None:
+            spec["selector"] = self._labels(spec["selector"])
+
+    def selector_workload(self, w: dict[str, Any]) -> None:
+        """A ReplicaSet or StatefulSet: as :meth:`map_workload`, its selector a ``LabelSelector``."""
+        self._meta(w["metadata"], "owner")
+        self._selector(w.get("spec", {}).get("selector"))
+
     def volume_attachment(self, va: dict[str, Any]) -> None:
         """A VolumeAttachment: name, node and PersistentVolume names (the attacher is a driver name, kept)."""
         self._meta(va["metadata"], "attachment")
@@ -252,6 +265,10 @@ class Anonymizer:
             ("csiNodes", self.csi_node),
             ("volumeAttachments", self.volume_attachment),
             ("csiStorageCapacities", self.csi_storage_capacity),
+            ("services", self.map_workload),
+            ("replicationControllers", self.map_workload),
+            ("replicaSets", self.selector_workload),
+            ("statefulSets", self.selector_workload),
             ("pods", self.pod),
         )
         for key, fn in order:

@@ -2,7 +2,8 @@
 
 Lists what the informers of :mod:`ome_scheduler.app.informers` list (nodes, pods that are not
 finished, namespaces, PodGroups, PersistentVolumes, PersistentVolumeClaims, StorageClasses,
-CSINodes, VolumeAttachments, CSIDrivers and CSIStorageCapacities;
+CSINodes, VolumeAttachments, CSIDrivers, CSIStorageCapacities, Services, ReplicationControllers,
+ReplicaSets and StatefulSets;
 never Secrets or ConfigMaps), decodes each object into the scheduler's typed record (so only
 the fields the scheduler reads are kept) into one
 :class:`~ome_scheduler.api.snapshot.ClusterSnapshot`. ``snapshot`` writes it, ``explain``
@@ -34,6 +35,10 @@ FIELD_OF_INFORMER = {
     "volumeattachments": "volume_attachments",
     "csidrivers": "csi_drivers",
     "csistoragecapacities": "csi_storage_capacities",
+    "services": "services",
+    "replicationcontrollers": "replication_controllers",
+    "replicasets": "replica_sets",
+    "statefulsets": "stateful_sets",
 }
 """Informer name (``app/informers.py``) -> the :class:`ClusterSnapshot` field it fills."""
 

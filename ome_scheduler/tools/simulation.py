@@ -50,6 +50,7 @@ from ome_scheduler.api.core import Namespace, Node, PersistentVolume, Persistent
 from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.api.snapshot import ClusterSnapshot, SnapshotError
 from ome_scheduler.api.storage import CSIDriver, CSINode, CSIStorageCapacity, VolumeAttachment
+from ome_scheduler.api.workloads import ReplicaSet, ReplicationController, Service, StatefulSet
 from ome_scheduler.config.pluginargs import OMEGangPackArgs
 from ome_scheduler.config.types import KubeSchedulerConfiguration
 from ome_scheduler.framework.types import POD_GROUP_LABEL, NodeInfo, PodInfo, Resource, gang_key
@@ -206,6 +207,7 @@ class Simulation:
         (bound ones first, so a pending pod's first cycle already sees every placed pod)."""
         h = self.scheduler.handlers
         vol = self.scheduler.volumes
+        wl = self.scheduler.workloads
         snap = self.snapshot
         feeds: list[tuple[Sequence[Any], Callable[[Any], None]]] = [
             (snap.namespaces, h.on_namespace_add),
@@ -217,6 +219,10 @@ class Simulation:
             (snap.volume_attachments, vol.on_attachment_add),
             (snap.csi_drivers, vol.on_csidriver_add),
             (snap.csi_storage_capacities, vol.on_capacity_add),
+            (snap.services, wl.on_service_add),
+            (snap.replication_controllers, wl.on_rc_add),
+            (snap.replica_sets, wl.on_replicaset_add),
+            (snap.stateful_sets, wl.on_statefulset_add),
             (snap.pod_groups, h.on_pod_group_add),
         ]
         for objects, add in feeds:
@@ -230,6 +236,7 @@ class Simulation:
         """The added objects as watch events, in order."""
         h = self.scheduler.handlers
         vol = self.scheduler.volumes
+        wl = self.scheduler.workloads
         nodes = {n.metadata.name: n for n in self.snapshot.nodes}
         groups = {(g.metadata.namespace, g.metadata.name): g for g in self.snapshot.pod_groups}
         namespaces = {n.metadata.name: n for n in self.snapshot.namespaces}
@@ -269,6 +276,14 @@ class Simulation:
                 vol.on_csidriver_add(obj)
             elif isinstance(obj, CSIStorageCapacity):
                 vol.on_capacity_add(obj)
+            elif isinstance(obj, Service):
+                wl.on_service_add(obj)
+            elif isinstance(obj, ReplicationController):
+                wl.on_rc_add(obj)
+            elif isinstance(obj, ReplicaSet):
+                wl.on_replicaset_add(obj)
+            elif isinstance(obj, StatefulSet):
+                wl.on_statefulset_add(obj)
 
     # ---- quiescence -----------------------------------------------------------------------
 
