@@ -112,7 +112,8 @@ def _counted_volume(v: Volume) -> bool:
 
 class NodeVolumeLimits(PreFilterPlugin, FilterPlugin):
     """No arguments. Reads PVs, claims, StorageClasses, CSINodes and VolumeAttachments from the
-    handle's :class:`~ome_scheduler.plugins.volumestore.VolumeStore`."""
+    handle's :class:`~ome_scheduler.plugins.volumestore.VolumeStore`: the informers' copies of PVs
+    and claims, as upstream's listers (VolumeBinding's assumptions are not seen)."""
 
     name = "NodeVolumeLimits"
 
@@ -203,7 +204,7 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin):
                 continue
             if not claim:
                 raise VolumeError("PersistentVolumeClaim had no name")
-            pvc = vs.pvc(ns, claim)
+            pvc = vs.pvc_api_object(ns, claim)
             if pvc is None:
                 if new_pod:
                     raise PVCNotFound(f'looking up PVC {ns}/{claim}: persistentvolumeclaim "{claim}" not found')
@@ -236,7 +237,7 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin):
         """``getCSIDriverInfo``: (driver, volume handle) of a claim; ("", "") when it does not count."""
         if not pvc.spec.volume_name:
             return self._from_class(vs, csi_node, pvc)
-        pv = vs.pv(pvc.spec.volume_name)
+        pv = vs.pv_api_object(pvc.spec.volume_name)
         if pv is None:
             return self._from_class(vs, csi_node, pvc)
         csi = pv.spec.csi
@@ -277,7 +278,7 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin):
             pv_name = va.spec.source.persistent_volume_name
             if not va.spec.attacher or pv_name is None:
                 continue
-            pv = vs.pv(pv_name)
+            pv = vs.pv_api_object(pv_name)
             if pv is None or pv.spec.csi is None:
                 continue
             out[f"{va.spec.attacher}/{pv.spec.csi.volume_handle}"] = va.spec.attacher
