@@ -58,6 +58,7 @@ from ome_scheduler.metrics import Metrics
 from ome_scheduler.plugins.dynamicresources.manager import DRAManager
 from ome_scheduler.plugins.registry import default_plugins, in_tree_registry
 from ome_scheduler.plugins.volumestore import VolumeStore
+from ome_scheduler.plugins.workloads import WorkloadStore
 from ome_scheduler.schedule_one import ScheduleOne
 from ome_scheduler.util.labels import Selector
 
@@ -117,11 +118,14 @@ class Scheduler:
         """The informer's latest PodInfo of every pod, by ``namespace/name``."""
         self.namespaces: dict[str, Namespace] = {}
         self.volumes = VolumeStore(lambda ev, old, new: self.queue.move_all_to_active_or_backoff(ev, old, new))
-        """PVs, PVCs and StorageClasses for the volume plugins; each storage event retries the
-        unschedulable pods that registered it."""
+        """PVs, PVCs, StorageClasses and the CSI objects for the volume plugins; each storage event
+        retries the unschedulable pods that registered it."""
         self.dra = DRAManager(lambda ev, old, new: self.queue.move_all_to_active_or_backoff(ev, old, new))
         """ResourceClaims (with assumed and in-flight allocations), ResourceSlices and DeviceClasses
         for DynamicResources; each of their events retries the unschedulable pods that registered it."""
+        self.workloads = WorkloadStore()
+        """Services, ReplicationControllers, ReplicaSets and StatefulSets (PodTopologySpread's
+        default constraints)."""
         self.frameworks: dict[str, Framework] = {}
         self._node_listeners: list[Callable[[Node | None, Node | None], None]] = []
         self.stopping = False
@@ -256,6 +260,11 @@ class Scheduler:
     def dra_manager(self) -> DRAManager:
         """ResourceClaims, ResourceSlices and DeviceClasses (filled by the DRA informers)."""
         return self.dra
+
+    def default_spread_selector(self, pod: Pod) -> Selector:
+        """``helper.DefaultSelector``: the workload selector of ``pod`` for PodTopologySpread's
+        default constraints (``plugins/workloads.py``)."""
+        return self.workloads.default_selector(pod)
 
     def activate(self, pods: Iterable[Pod]) -> None:
         """Move these pods from backoffQ or the unschedulable pods straight to activeQ."""

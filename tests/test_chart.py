@@ -482,6 +482,13 @@ SCHEDULER_RULES = [
     {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices", "deviceclasses"], "verbs": ["list", "watch"]},
     {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get", "list", "watch", "patch"]},
     {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/status"], "verbs": ["patch"]},
+    # NodeVolumeLimits' attach limits and attached volumes (issue 27).
+    {"apiGroups": ["storage.k8s.io"], "resources": ["csinodes", "volumeattachments"], "verbs": ["list", "watch"]},
+    # VolumeBinding's capacity-aware provisioning (issue 27).
+    {"apiGroups": ["storage.k8s.io"], "resources": ["csidrivers", "csistoragecapacities"], "verbs": ["list", "watch"]},
+    # PodTopologySpread's default constraints: the selectors of a pod's Services and controller (issue 27).
+    {"apiGroups": [""], "resources": ["services", "replicationcontrollers"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["apps"], "resources": ["replicasets", "statefulsets"], "verbs": ["list", "watch"]},
     {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups"], "verbs": ["get", "list", "watch", "patch"]},
     # The leader keeps PodGroup status and its ome.io/ placement annotations (issue 15).
     {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups/status"], "verbs": ["update"]},

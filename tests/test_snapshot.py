@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from ome_scheduler.api.core import Namespace, Node, Pod
+from ome_scheduler.api.core import Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod
 from ome_scheduler.api.scheduling import PodGroup, PodGroupStatus
 from ome_scheduler.api.snapshot import (
     ClusterSnapshot,
@@ -21,6 +21,14 @@ from ome_scheduler.api.snapshot import (
     read_snapshot,
     write_snapshot,
 )
+from ome_scheduler.api.storage import (
+    MIGRATED_PLUGINS_ANNOTATION,
+    CSIDriver,
+    CSINode,
+    CSIStorageCapacity,
+    VolumeAttachment,
+)
+from ome_scheduler.api.workloads import ReplicaSet, Service
 from ome_scheduler.config.load import parse_config
 from ome_scheduler.tools.anonymize import Anonymizer
 from ome_scheduler.tools.listing import take_snapshot
@@ -48,6 +56,14 @@ def test_take_snapshot_lists_every_page_and_skips_what_it_cannot_read(capsys: py
             api.lists["/apis/storage.k8s.io/v1/storageclasses"] = []
             api.lists["/api/v1/persistentvolumes"] = []
             api.lists["/api/v1/persistentvolumeclaims"] = []
+            api.lists["/apis/storage.k8s.io/v1/csinodes"] = []
+            api.lists["/apis/storage.k8s.io/v1/volumeattachments"] = []
+            api.lists["/apis/storage.k8s.io/v1/csidrivers"] = []
+            api.lists["/apis/storage.k8s.io/v1/csistoragecapacities"] = []
+            for path in ("/api/v1/services", "/api/v1/replicationcontrollers"):
+                api.lists[path] = []
+            for path in ("/apis/apps/v1/replicasets", "/apis/apps/v1/statefulsets"):
+                api.lists[path] = []
             # No PodGroup list: the CRD is not installed (404).
             return await take_snapshot(api.client()), api
 
@@ -183,3 +199,145 @@ def test_snapshot_command_without_credentials_exits_1(tmp_path: Path) -> None:
     )
     assert r.returncode == 1 and "cannot read kubeconfig /nonexistent (--kubeconfig)" in r.stderr, r.stderr
     assert not (tmp_path / "s.json").exists()
+
+
+def volume_sample() -> ClusterSnapshot:
+    """Two nodes with one EBS attach slot each; node a's slot is taken by an attachment, and a
+    bound pod on node b is mid-resize (its status holds 3 of the node's 4 cpu)."""
+    nodes = [msgspec.convert(node(n, {DK: "x"}, cpu="4"), Node) for n in ("node-a", "node-b")]
+    csi_nodes = [
+        msgspec.convert(
+            {
+                "metadata": {"name": n, "annotations": {MIGRATED_PLUGINS_ANNOTATION: "kubernetes.io/aws-ebs"}},
+                "spec": {"drivers": [{"name": "ebs.csi.aws.com", "nodeID": f"i-{n}", "allocatable": {"count": 1}}]},
+            },
+            CSINode,
+        )
+        for n in ("node-a", "node-b")
+    ]
+    pvs = [
+        msgspec.convert(
+            {
+                "metadata": {"name": f"pv-{i}"},
+                "spec": {
+                    "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": f"vol-{i}"},
+                    "claimRef": {"name": f"claim-{i}", "namespace": "team", "uid": f"c{i}"},
+                },
+                "status": {"phase": "Bound"},
+            },
+            PersistentVolume,
+        )
+        for i in range(2)
+    ]
+    pvcs = [
+        msgspec.convert(
+            {
+                "metadata": {
+                    "name": f"claim-{i}",
+                    "namespace": "team",
+                    "uid": f"c{i}",
+                    "annotations": {"pv.kubernetes.io/bind-completed": "yes"},
+                },
+                "spec": {"volumeName": f"pv-{i}"},
+            },
+            PersistentVolumeClaim,
+        )
+        for i in range(2)
+    ]
+    va = msgspec.convert(
+        {
+            "metadata": {"name": "csi-abc"},
+            "spec": {"attacher": "ebs.csi.aws.com", "nodeName": "node-a", "source": {"persistentVolumeName": "pv-0"}},
+        },
+        VolumeAttachment,
+    )
+    resizing = with_uid(pod("resizing", "team", node_name="node-b", cpu="1", gpu=0))
+    resizing["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-abc", "controller": True}
+    ]
+    resizing["status"] = {
+        "phase": "Running",
+        "containerStatuses": [
+            {"name": resizing["spec"]["containers"][0]["name"], "resources": {"requests": {"cpu": "3"}}}
+        ],
+    }
+    return ClusterSnapshot(
+        metadata=SnapshotMeta(taken_at="2026-12-01T00:00:00Z", server="https://10.0.0.1:6443"),
+        nodes=nodes,
+        namespaces=[msgspec.convert({"metadata": {"name": "team"}}, Namespace)],
+        pods=[msgspec.convert(resizing, Pod)],
+        persistent_volumes=pvs,
+        persistent_volume_claims=pvcs,
+        csi_nodes=csi_nodes,
+        volume_attachments=[va],
+        services=[
+            msgspec.convert(
+                {"metadata": {"name": "web", "namespace": "team"}, "spec": {"selector": {"app": "web"}}}, Service
+            )
+        ],
+        replica_sets=[
+            msgspec.convert(
+                {
+                    "metadata": {"name": "web-abc", "namespace": "team"},
+                    "spec": {"selector": {"matchLabels": {"app": "web"}}},
+                },
+                ReplicaSet,
+            )
+        ],
+        csi_drivers=[
+            msgspec.convert({"metadata": {"name": "ebs.csi.aws.com"}, "spec": {"storageCapacity": True}}, CSIDriver)
+        ],
+        csi_storage_capacities=[
+            msgspec.convert(
+                {
+                    "metadata": {"name": "cap-x", "namespace": "team"},
+                    "storageClassName": "fast",
+                    "nodeTopology": {"matchLabels": {DK: "x"}},
+                    "capacity": "100Gi",
+                },
+                CSIStorageCapacity,
+            )
+        ],
+    )
+
+
+def test_csinodes_attachments_and_resizes_survive_the_file_and_anonymising(tmp_path: Path) -> None:
+    s = volume_sample()
+    write_snapshot(s, tmp_path / "v.yaml")
+    assert read_snapshot(tmp_path / "v.yaml") == s
+    a = Anonymizer().snapshot(s)
+    node_names = {n.metadata.name for n in a.nodes}
+    assert {c.metadata.name for c in a.csi_nodes} == node_names
+    assert all(c.metadata.annotations == {MIGRATED_PLUGINS_ANNOTATION: "kubernetes.io/aws-ebs"} for c in a.csi_nodes)
+    assert all(d.node_id.startswith("node-") for c in a.csi_nodes for d in c.spec.drivers)
+    (va,) = a.volume_attachments
+    assert va.spec.node_name in node_names and va.spec.attacher == "ebs.csi.aws.com"
+    assert va.spec.source.persistent_volume_name in {p.metadata.name for p in a.persistent_volumes}
+    assert all(p.spec.csi is not None and p.spec.csi.volume_handle.startswith("handle-") for p in a.persistent_volumes)
+    (cap,) = a.csi_storage_capacities
+    assert cap.metadata.namespace == a.namespaces[0].metadata.name and cap.metadata.name.startswith("capacity-")
+    assert cap.storage_class_name.startswith("class-") and cap.capacity == "100Gi"
+    assert cap.node_topology is not None and cap.node_topology.match_labels == {DK: a.nodes[0].metadata.labels[DK]}
+    assert a.csi_drivers == s.csi_drivers
+    (svc,) = a.services
+    (rs,) = a.replica_sets
+    assert svc.spec.selector is not None and svc.spec.selector["app"] != "web"
+    assert rs.spec.selector is not None and rs.spec.selector.match_labels == svc.spec.selector
+    (p,) = a.pods
+    assert p.metadata.owner_references[0].name == rs.metadata.name != "web-abc"
+    assert p.metadata.owner_references[0].api_version == "apps/v1"
+    assert p.status.container_statuses[0].name == p.spec.containers[0].name == "c0"
+    text = msgspec.json.encode(a).decode()
+    assert not any(x in text for x in ('"node-a"', '"csi-abc"', '"vol-0"', '"pv-0"', '"i-node-a"'))
+
+    # The simulation counts both: the claim pod fits neither node a (attach slot) nor b (cpu).
+    cfg = parse_config(chart_config())
+    for snap in (s, a):
+        ns = snap.namespaces[0].metadata.name
+        claim = snap.persistent_volume_claims[1].metadata.name
+        p = pod("user", ns, cpu="2", gpu=0)
+        p["spec"]["volumes"] = [{"name": "v", "persistentVolumeClaim": {"claimName": claim}}]
+        r = Simulation(cfg, snap, [msgspec.convert(p, Pod)]).run()
+        (user,) = [x for x in r.pods if x.name == "user"]
+        assert user.status == "pending", user
+        assert "1 Insufficient cpu, 1 node(s) exceed max volume count" in user.message, user.message

@@ -162,7 +162,10 @@ class EphemeralVolumeSource(Record, gc=False):
 
 
 class Volume(Record, gc=False):
-    """``v1.Volume``: PVC and ephemeral claims, and the in-tree disk sources VolumeRestrictions compares."""
+    """``v1.Volume``: PVC and ephemeral claims, the in-tree disk sources VolumeRestrictions
+    compares, and the in-tree sources csi-translation-lib migrates (NodeVolumeLimits counts
+    them against their CSI driver: ``plugins/csitranslation.py``). In-tree sources stay the API
+    server's JSON (``pdName``, ``volumeID``, ``diskURI``, ``kind``...)."""
 
     name: str = ""
     persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
@@ -171,6 +174,13 @@ class Volume(Record, gc=False):
     aws_elastic_block_store: dict[str, Any] | None = None
     iscsi: dict[str, Any] | None = None
     rbd: dict[str, Any] | None = None
+    azure_disk: dict[str, Any] | None = None
+    azure_file: dict[str, Any] | None = None
+    cinder: dict[str, Any] | None = None
+    portworx_volume: dict[str, Any] | None = None
+    vsphere_volume: dict[str, Any] | None = None
+    csi: dict[str, Any] | None = None
+    """An inline CSI volume (``driver``, ...): VolumeBinding's CSIDriver hint reads its driver."""
 
 
 class PodResourceClaim(Record, gc=False):
@@ -223,14 +233,31 @@ class PodResourceClaimStatus(Record, gc=False):
     resource_claim_name: str | None = None
 
 
+class ContainerStatus(Record, gc=False):
+    """``v1.ContainerStatus``: what the kubelet reports of one container's resources
+    (InPlacePodVerticalScaling, GA in 1.35). ``resources`` is what the runtime actuated (None
+    until the kubelet reports it), ``allocated_resources`` the requests the kubelet admitted;
+    both are quantity strings, read by ``framework.types.pod_requests``."""
+
+    name: str = ""
+    resources: ResourceRequirements | None = None
+    allocated_resources: ResourceList = {}
+
+
 class PodStatus(Record):
-    """``v1.PodStatus``: ``phase`` (finished pods are no live gang members), conditions,
-    ``nominatedNodeName``, and the claims generated from templates (DynamicResources)."""
+    """``v1.PodStatus``: ``phase`` (finished pods are no live gang members), conditions (with
+    1.35's ``PodResizePending``/``PodResizeInProgress``), ``nominatedNodeName``, and the
+    container statuses whose resources count while a resize is not done, and the claims generated
+    from templates (DynamicResources). The deprecated ``status.resize`` is not read: 1.35's
+    kubelet reports resizes as the two conditions, and kube-scheduler reads only
+    ``PodResizePending`` (reason ``Infeasible``)."""
 
     phase: str = ""
     conditions: list[PodCondition] = []
     nominated_node_name: str = ""
     resource_claim_statuses: list[PodResourceClaimStatus] = []
+    container_statuses: list[ContainerStatus] = []
+    init_container_statuses: list[ContainerStatus] = []
 
 
 class Pod(Record):
@@ -296,8 +323,17 @@ class VolumeNodeAffinity(Record, gc=False):
     required: NodeSelector | None = None
 
 
+class CSIPersistentVolumeSource(Record, gc=False):
+    """``v1.CSIPersistentVolumeSource``: the CSI driver and its volume id (NodeVolumeLimits
+    counts ``driver/volumeHandle`` once per node)."""
+
+    driver: str = ""
+    volume_handle: str = ""
+
+
 class PersistentVolumeSpec(Record, gc=False):
-    """``v1.PersistentVolumeSpec``: capacity, access modes, class, mode, claimRef and node affinity."""
+    """``v1.PersistentVolumeSpec``: capacity, access modes, class, mode, claimRef, node affinity,
+    the CSI source and the in-tree sources csi-translation-lib migrates (kept as JSON)."""
 
     capacity: ResourceList = {}
     access_modes: list[str] = []
@@ -306,7 +342,14 @@ class PersistentVolumeSpec(Record, gc=False):
     volume_mode: str | None = None
     node_affinity: VolumeNodeAffinity | None = None
     volume_attributes_class_name: str | None = None
-    csi: dict[str, Any] | None = None
+    csi: CSIPersistentVolumeSource | None = None
+    gce_persistent_disk: dict[str, Any] | None = None
+    aws_elastic_block_store: dict[str, Any] | None = None
+    azure_disk: dict[str, Any] | None = None
+    azure_file: dict[str, Any] | None = None
+    cinder: dict[str, Any] | None = None
+    portworx_volume: dict[str, Any] | None = None
+    vsphere_volume: dict[str, Any] | None = None
 
 
 class PersistentVolumeStatus(Record, gc=False):

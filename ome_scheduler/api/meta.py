@@ -20,8 +20,10 @@ class Record(msgspec.Struct, rename="camel", omit_defaults=True, forbid_unknown_
 
 
 class OwnerReference(Record, gc=False):
-    """``metav1.OwnerReference``: VolumeBinding checks an ephemeral claim is owned by its pod."""
+    """``metav1.OwnerReference``: VolumeBinding checks an ephemeral claim is owned by its pod;
+    PodTopologySpread's default constraints take the selector of a pod's controller."""
 
+    api_version: str = ""
     kind: str = ""
     name: str = ""
     uid: str = ""

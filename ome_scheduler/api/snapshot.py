@@ -14,6 +14,8 @@ command line or status message. Secrets are never listed. Shape::
     podGroups: [...]        # scheduling.x-k8s.io/v1alpha1 PodGroup
     pods: [...]             # v1 Pod (not Succeeded or Failed), bound and pending
     persistentVolumes: [...]; persistentVolumeClaims: [...]; storageClasses: [...]
+    csiNodes: [...]; volumeAttachments: [...]; csiDrivers: [...]; csiStorageCapacities: [...]
+    services: [...]; replicationControllers: [...]; replicaSets: [...]; statefulSets: [...]
 
 The manifests ``simulate --add`` takes are read here too (:func:`decode_manifests`).
 """
@@ -30,6 +32,8 @@ import yaml
 from ome_scheduler.api.core import Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass
 from ome_scheduler.api.meta import Record
 from ome_scheduler.api.scheduling import PodGroup
+from ome_scheduler.api.storage import CSIDriver, CSINode, CSIStorageCapacity, VolumeAttachment
+from ome_scheduler.api.workloads import ReplicaSet, ReplicationController, Service, StatefulSet
 
 API_VERSION = "snapshot.ome.io/v1alpha1"
 KIND = "ClusterSnapshot"
@@ -56,6 +60,14 @@ class ClusterSnapshot(Record):
     persistent_volumes: list[PersistentVolume] = []
     persistent_volume_claims: list[PersistentVolumeClaim] = []
     storage_classes: list[StorageClass] = []
+    csi_nodes: list[CSINode] = []
+    volume_attachments: list[VolumeAttachment] = []
+    csi_drivers: list[CSIDriver] = []
+    csi_storage_capacities: list[CSIStorageCapacity] = []
+    services: list[Service] = []
+    replication_controllers: list[ReplicationController] = []
+    replica_sets: list[ReplicaSet] = []
+    stateful_sets: list[StatefulSet] = []
 
 
 class SnapshotError(ValueError):
@@ -111,6 +123,14 @@ MANIFEST_KINDS: dict[str, type[Any]] = {
     "PersistentVolume": PersistentVolume,
     "PersistentVolumeClaim": PersistentVolumeClaim,
     "StorageClass": StorageClass,
+    "CSINode": CSINode,
+    "VolumeAttachment": VolumeAttachment,
+    "CSIDriver": CSIDriver,
+    "CSIStorageCapacity": CSIStorageCapacity,
+    "Service": Service,
+    "ReplicationController": ReplicationController,
+    "ReplicaSet": ReplicaSet,
+    "StatefulSet": StatefulSet,
 }
 """Object kinds ``simulate --add`` accepts (a ``List`` of them too)."""
 
@@ -165,8 +185,9 @@ def decode_manifests(
 ) -> list[Any]:
     """The objects of a manifest file (YAML, several documents, or JSON; ``kind: List`` is
     flattened), each as its typed record, in file order. A document of a kind not in
-    :data:`MANIFEST_KINDS` is handed to ``others(doc, where)`` first: the objects it returns
-    take the document's place (None: it is no kind ``others`` knows either).
+    :data:`MANIFEST_KINDS` is handed to ``others(doc, where)`` first, and so is every other
+    document: the objects it returns follow the document (which is kept when it is of a kind in
+    :data:`MANIFEST_KINDS`) or take its place; None: a kind ``others`` does not know.
 
     Raises:
         SnapshotError: unreadable file, an unsupported ``kind``, or a field of the wrong type
@@ -184,12 +205,11 @@ def decode_manifests(
             for i, item in enumerate(doc.get("items") or []):
                 add(item, f"{where}.items[{i}]")
             return
-        if kind not in MANIFEST_KINDS and others is not None:
-            instead = others(doc, f"{path} {where}")
-            if instead is not None:
-                out.extend(instead)
-                return
-        out.append(decode_object(doc, f"{path} {where}"))
+        extra = others(doc, f"{path} {where}") if others is not None else None
+        if extra is None or kind in MANIFEST_KINDS:
+            out.append(decode_object(doc, f"{path} {where}"))  # a workload the scheduler reads is kept too
+        if extra is not None:
+            out.extend(extra)
 
     try:
         docs = list(_documents(path))

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 from ome_scheduler.api.core import Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass
 from ome_scheduler.api.resource import DeviceClass, ResourceClaim, ResourceSlice
 from ome_scheduler.api.scheduling import PodGroup
+from ome_scheduler.api.storage import CSIDriver, CSINode, CSIStorageCapacity, VolumeAttachment
+from ome_scheduler.api.workloads import ReplicaSet, ReplicationController, Service, StatefulSet
 
 if TYPE_CHECKING:
     from ome_scheduler.kube.client import KubeClient
@@ -25,8 +27,9 @@ class InformerSpec:
     """One informer: what it lists and watches, and which handlers it feeds.
 
     ``owner`` is the scheduler attribute holding the handlers (``handlers`` for the event
-    handlers, ``volumes`` for the volume store, ``dra`` for the DRA manager) and ``kind`` their name part: the informer
-    calls ``on_{kind}_add``, ``on_{kind}_update``, ``on_{kind}_delete`` and, if present,
+    handlers, ``volumes`` for the volume store, ``dra`` for the DRA manager, ``workloads`` for
+    the workload selectors) and ``kind`` their name part: the informer calls ``on_{kind}_add``,
+    ``on_{kind}_update``, ``on_{kind}_delete`` and, if present,
     ``on_{kind}_invalid`` (an object that cannot be decoded) and ``on_{kind}_error`` (a handler
     raised while handling it). An ``optional`` informer is waited for only as long as a plugin
     asks (``Plugin.informer_sync_waits``).
@@ -63,6 +66,26 @@ INFORMERS: tuple[InformerSpec, ...] = (
     InformerSpec("resourceclaims", "/apis/resource.k8s.io/v1/resourceclaims", ResourceClaim, "dra", "claim"),
     InformerSpec("resourceslices", "/apis/resource.k8s.io/v1/resourceslices", ResourceSlice, "dra", "slice"),
     InformerSpec("deviceclasses", "/apis/resource.k8s.io/v1/deviceclasses", DeviceClass, "dra", "class"),
+    # NodeVolumeLimits: each driver's attach limit, and the volumes attached to a node whoever uses
+    # them; VolumeBinding: the in-tree plugins a node's CSI drivers took over.
+    InformerSpec("csinodes", "/apis/storage.k8s.io/v1/csinodes", CSINode, "volumes", "csinode"),
+    InformerSpec(
+        "volumeattachments", "/apis/storage.k8s.io/v1/volumeattachments", VolumeAttachment, "volumes", "attachment"
+    ),
+    # VolumeBinding: which CSI drivers ask for capacity-aware provisioning, and their capacities.
+    InformerSpec("csidrivers", "/apis/storage.k8s.io/v1/csidrivers", CSIDriver, "volumes", "csidriver"),
+    InformerSpec(
+        "csistoragecapacities",
+        "/apis/storage.k8s.io/v1/csistoragecapacities",
+        CSIStorageCapacity,
+        "volumes",
+        "capacity",
+    ),
+    # PodTopologySpread: the selector of its default constraints (helper.DefaultSelector).
+    InformerSpec("services", "/api/v1/services", Service, "workloads", "service"),
+    InformerSpec("replicationcontrollers", "/api/v1/replicationcontrollers", ReplicationController, "workloads", "rc"),
+    InformerSpec("replicasets", "/apis/apps/v1/replicasets", ReplicaSet, "workloads", "replicaset"),
+    InformerSpec("statefulsets", "/apis/apps/v1/statefulsets", StatefulSet, "workloads", "statefulset"),
     InformerSpec(
         "podgroups",
         "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",

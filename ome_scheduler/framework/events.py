@@ -72,6 +72,9 @@ CSI_NODE = "storage.k8s.io/CSINode"
 RESOURCE_CLAIM = "resource.k8s.io/ResourceClaim"
 RESOURCE_SLICE = "resource.k8s.io/ResourceSlice"
 DEVICE_CLASS = "resource.k8s.io/DeviceClass"
+VOLUME_ATTACHMENT = "storage.k8s.io/VolumeAttachment"
+CSI_DRIVER = "storage.k8s.io/CSIDriver"
+CSI_STORAGE_CAPACITY = "storage.k8s.io/CSIStorageCapacity"
 NAMESPACE = "Namespace"
 POD_GROUP = "podgroups.v1alpha1.scheduling.x-k8s.io"
 WILDCARD = "*"
@@ -182,16 +185,23 @@ def _key(obj: Any) -> str:
 
 
 def pod_scheduling_properties_change(new: Pod, old: Pod) -> list[ClusterEvent]:
-    """``PodSchedulingPropertiesChange``: the events an update of a pod stands for."""
+    """``PodSchedulingPropertiesChange``: the events an update of a pod stands for (labels,
+    requests scaled down, scheduling gates removed, tolerations added; else a plain Update).
+
+    Not modelled: ``UpdatePodGeneratedResourceClaim`` (DynamicResourceAllocation; issue 24)."""
     from ome_scheduler.framework.types import pod_requests
 
     r = ASSIGNED_POD if new.spec.node_name else UNSCHEDULED_POD
     events: list[ClusterEvent] = []
     if new.metadata.labels != old.metadata.labels:
         events.append(ClusterEvent(r, ActionType.UPDATE_POD_LABEL))
+    # extractPodScaleDown: the requests with the status (InPlacePodVerticalScaling), so a resize
+    # the kubelet actuated or that went Infeasible is seen; a resource no longer requested counts
+    # as scaled down even at 0. Upstream compares MilliValue(); the integers here are millicores
+    # for cpu and Value() otherwise, which differ only for fractional byte amounts.
     old_req = pod_requests(old)
     new_req = pod_requests(new)
-    if any(new_req.get(k, 0) < v for k, v in old_req.items()):
+    if any(k not in new_req or new_req[k] < v for k, v in old_req.items()):
         events.append(ClusterEvent(r, ActionType.UPDATE_POD_SCALE_DOWN))
     if not new.spec.scheduling_gates and old.spec.scheduling_gates:
         events.append(ClusterEvent(r, ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED))

@@ -17,7 +17,15 @@ from typing import NewType
 
 import msgspec
 
-from ome_scheduler.api.core import Node, Pod, PodAffinityTerm, Taint, WeightedPodAffinityTerm
+from ome_scheduler.api.core import (
+    Container,
+    ContainerStatus,
+    Node,
+    Pod,
+    PodAffinityTerm,
+    Taint,
+    WeightedPodAffinityTerm,
+)
 from ome_scheduler.api.meta import ObjectMeta
 from ome_scheduler.util.labels import NodeSelectorMatcher, Selector
 from ome_scheduler.util.quantity import milli_value, value
@@ -228,22 +236,102 @@ def _parse_list(rl: Mapping[str, str]) -> dict[str, int]:
     return dict(parsed)
 
 
-def pod_requests(pod: Pod, non_missing: Mapping[str, int] | None = None) -> dict[str, int]:
-    """Effective pod requests by resource name (cpu in millicores, others ``Value()``).
+POD_RESIZE_PENDING = "PodResizePending"
+"""The pod condition the kubelet sets while a resize waits to be admitted (``v1.PodResizePending``);
+its reason ``Deferred`` (may fit later) or ``Infeasible`` (never fits the node)."""
+POD_RESIZE_IN_PROGRESS = "PodResizeInProgress"
+"""The pod condition set while admitted resources are being actuated (``v1.PodResizeInProgress``)."""
+REASON_INFEASIBLE = "Infeasible"
 
-    Mirrors ``k8s.io/component-helpers/resource/helpers.go`` ``PodRequests``: app containers
-    are summed; restartable init containers (sidecars) are added to the sum and to every
-    later init container; the pod takes the max of that sum and the largest init
-    container; pod-level ``spec.resources.requests`` for cpu, memory and hugepages replace
-    the container aggregate; ``spec.overhead`` is added last. ``non_missing`` gives the
-    amounts to assume for a container that requests none (the scoring defaults).
+
+def is_resize_infeasible(pod: Pod) -> bool:
+    """``IsPodResizeInfeasible``: the *first* ``PodResizePending`` condition has reason ``Infeasible``."""
+    for c in pod.status.conditions:
+        if c.type == POD_RESIZE_PENDING:
+            return c.reason == REASON_INFEASIBLE
+    return False
+
+
+def _resized_statuses(pod: Pod) -> dict[str, ContainerStatus] | None:
+    """Container (and init container) statuses by name, those that report ``resources``; None
+    when none does (a pending pod, or a kubelet that reports no resources): the fast path."""
+    st = pod.status
+    if not st.container_statuses and not st.init_container_statuses:
+        return None
+    out = {cs.name: cs for cs in st.container_statuses if cs.resources is not None}
+    for cs in st.init_container_statuses:
+        if cs.resources is not None:
+            out[cs.name] = cs
+    return out or None
+
+
+def _effective_requests(spec: Mapping[str, str], cs: ContainerStatus, infeasible: bool) -> dict[str, int]:
+    """``determineEffectiveRequests``: per resource the max of the spec's request, the actuated
+    request (``status.containerStatuses[].resources.requests``) and the allocated one
+    (``allocatedResources``); with an Infeasible resize the spec is left out (the kubelet will
+    never admit it). A new dict.
+
+    Raises:
+        QuantityError: a quantity is not one.
+    """
+    actuated = cs.resources.requests if cs.resources is not None else {}
+    allocated = cs.allocated_resources
+    # Fast path, every running pod that is not resizing: the three lists are the same text.
+    if actuated == spec and (not allocated or allocated == spec):
+        return _parse_list(spec)
+    out = _parse_list(actuated) if infeasible else _parse_list(spec)
+    if infeasible:
+        _max_map(out, _parse_list(allocated))
+    else:
+        _max_map(out, _parse_list(actuated))
+        _max_map(out, _parse_list(allocated))
+    return out
+
+
+def pod_requests(pod: Pod, non_missing: Mapping[str, int] | None = None, *, use_status: bool = True) -> dict[str, int]:
+    """Effective pod requests by resource name (cpu in millicores, others ``Value()``: bytes for
+    memory and ephemeral-storage, counts for extended resources).
+
+    Mirrors ``k8s.io/component-helpers/resource/helpers.go`` ``PodRequests`` as kube-scheduler
+    1.35 calls it (``UseStatusResources`` on: InPlacePodVerticalScaling is GA; pod-level resize
+    off: InPlacePodLevelResourcesVerticalScaling is alpha): app containers are summed;
+    restartable init containers (sidecars) are added to the sum and to every later init
+    container; the pod takes the max of that sum and the largest init container; pod-level
+    ``spec.resources.requests`` for cpu, memory and hugepages replace the container aggregate;
+    ``spec.overhead`` is added last. ``non_missing`` gives the amounts to assume for a container
+    that requests none (the scoring defaults).
+
+    In-place resize (``use_status``, the default): for each app container and each sidecar whose
+    ``status.containerStatuses[]``/``initContainerStatuses[]`` entry (matched by name) has
+    ``resources``, the container counts the per-resource max of ``spec...resources.requests``,
+    ``status...resources.requests`` (actuated) and ``status...allocatedResources``
+    (admitted), so a resize pending (``PodResizePending``, reason ``Deferred``), in progress
+    (``PodResizeInProgress``) or not yet reported counts the larger of old and new; when the
+    first ``PodResizePending`` condition has reason ``Infeasible`` the spec is ignored and the
+    max of actuated and allocated counts. Ordinary init containers always count their spec.
+    A pending pod has no container statuses, so this changes nothing for it. ``use_status=False``
+    is the spec alone (``computePodResourceRequest``: NodeResourcesFit's PreFilter).
+
+    Raises:
+        QuantityError: a request is not a quantity.
+    """
+    statuses = _resized_statuses(pod) if use_status else None
+    return _requests(pod, non_missing, statuses, statuses is not None and is_resize_infeasible(pod))
+
+
+def _requests(
+    pod: Pod, non_missing: Mapping[str, int] | None, statuses: Mapping[str, ContainerStatus] | None, infeasible: bool
+) -> dict[str, int]:
+    """:func:`pod_requests` with the status lookup done (``statuses`` None: the spec alone).
 
     Raises:
         QuantityError: a request is not a quantity.
     """
 
-    def container_reqs(rl: Mapping[str, str]) -> dict[str, int]:
-        r = _parse_list(rl)
+    def container_reqs(c: Container, status_ok: bool) -> dict[str, int]:
+        rl = c.resources.requests
+        cs = statuses.get(c.name) if statuses is not None and status_ok else None
+        r = _effective_requests(rl, cs, infeasible) if cs is not None else _parse_list(rl)
         if non_missing:
             for k, v in non_missing.items():
                 if k not in r:
@@ -253,14 +341,15 @@ def pod_requests(pod: Pod, non_missing: Mapping[str, int] | None = None) -> dict
     reqs: dict[str, int] = {}
     spec = pod.spec
     for c in spec.containers:
-        _add_map(reqs, container_reqs(c.resources.requests))
+        _add_map(reqs, container_reqs(c, True))
     restartable: dict[str, int] = {}
     init_max: dict[str, int] = {}
     # Init containers run one at a time, each alongside the sidecars started before it; sidecars
     # keep running with the app containers, so they also join the app containers' sum.
     for c in spec.init_containers:
-        cr = container_reqs(c.resources.requests)
-        if c.restart_policy == "Always":
+        sidecar = c.restart_policy == "Always"
+        cr = container_reqs(c, sidecar)
+        if sidecar:
             _add_map(reqs, cr)
             _add_map(restartable, cr)
             eff = dict(restartable)
@@ -288,8 +377,9 @@ def _pod_level_requests_set(pod: Pod) -> bool:
     return any(k in ("cpu", "memory") or k.startswith("hugepages-") for k in res.requests)
 
 
-def _to_resource(reqs: Mapping[str, int]) -> Resource:
-    """A Resource from already parsed amounts (see :func:`pod_requests`); unknown names dropped."""
+def to_resource(reqs: Mapping[str, int]) -> Resource:
+    """A Resource from parsed amounts (:func:`pod_requests`: millicores, bytes, counts); names
+    that are neither native nor scalar resources are dropped."""
     r = Resource()
     for name, v in reqs.items():
         if name == "cpu":
@@ -376,9 +466,13 @@ class PodInfo:
         pod: the decoded pod.
         key: ``namespace/name``.
         pod_key: the :data:`PodKey` (UID) the cache and the queue use.
-        requests: effective requests (``Resource``).
+        requests: effective requests (``Resource``): :func:`pod_requests` with the status, so a
+            bound pod mid-resize counts the max of its old and new requests
+            (``PodInfo.CalculateResource``, ``UseStatusResources``).
         non0_cpu: millicores used for scoring (100 when a container requests none).
         non0_mem: bytes used for scoring (200 MiB when a container requests none).
+        status_resources: a container status reports ``resources``, so ``requests`` may differ
+            from the spec's (NodeResourcesFit's PreFilter then recomputes the spec's).
         required_affinity_terms, required_anti_affinity_terms, preferred_affinity_terms,
         preferred_anti_affinity_terms: parsed inter-pod affinity terms.
         host_ports: ``(ip, protocol, port)`` of every host port, sidecars included.
@@ -407,6 +501,7 @@ class PodInfo:
         "priority",
         "node_selector_matcher",
         "parse_error",
+        "status_resources",
         "_shape",
     )
 
@@ -422,8 +517,11 @@ class PodInfo:
         self.gang = md.labels.get(POD_GROUP_LABEL, "")
         self.gang_key = gang_key(md.namespace, self.gang) if self.gang else GangKey("")
         self.priority = spec.priority or 0
-        reqs = pod_requests(pod)
-        self.requests = _to_resource(reqs)
+        statuses = _resized_statuses(pod)
+        infeasible = statuses is not None and is_resize_infeasible(pod)
+        self.status_resources = statuses is not None
+        reqs = _requests(pod, None, statuses, infeasible)
+        self.requests = to_resource(reqs)
         # Scoring defaults (100m, 200 MiB) stand in for requests nobody set: with pod-level
         # requests only the resources the pod level leaves out get a default.
         if _pod_level_requests_set(pod):
@@ -434,7 +532,7 @@ class PodInfo:
             }
         else:
             non_missing = {"cpu": DEFAULT_MILLI_CPU_REQUEST, "memory": DEFAULT_MEMORY_REQUEST}
-        non0 = pod_requests(pod, non_missing) if non_missing else reqs
+        non0 = _requests(pod, non_missing, statuses, infeasible) if non_missing else reqs
         self.non0_cpu = non0.get("cpu", 0)
         self.non0_mem = non0.get("memory", 0)
         self.parse_error = ""
@@ -479,11 +577,18 @@ class PodInfo:
     @property
     def shape(self) -> bytes:
         """A key equal for pods whose node-local Filter and Score results are equal: the spec
-        minus its per-pod identity (name, node name), plus the namespace. Computed once."""
+        minus its per-pod identity (name, node name), plus the namespace, plus the container
+        statuses and conditions when they carry resources (the scoring requests read them).
+        Computed once."""
         if self._shape is None:
             spec = self.pod.spec
+            st = self.pod.status
+            resized = (
+                (st.container_statuses, st.init_container_statuses, st.conditions) if self.status_resources else ()
+            )
             self._shape = _SHAPE_ENC.encode(
                 (
+                    resized,
                     self.namespace,
                     spec.scheduler_name,
                     spec.containers,
@@ -519,8 +624,9 @@ class PodInfo:
 
     def rebase(self, pod: Pod) -> PodInfo | None:
         """This PodInfo over ``pod``, a newer version of the same pod, when nothing derived
-        here can differ: same namespace, name, uid and labels, and an equal spec (compared at
-        C speed by msgspec). None otherwise (build a new :class:`PodInfo`).
+        here can differ: same namespace, name, uid and labels, an equal spec (compared at C speed
+        by msgspec), and neither version reporting container resources (a status with them can
+        change the requests, :func:`pod_requests`). None otherwise (build a new :class:`PodInfo`).
 
         An assumed pod coming back bound from the informer is the case it serves: the Binding
         changed nothing but ``spec.nodeName`` (already in the assumed copy), the status and the
@@ -535,6 +641,8 @@ class PodInfo:
             or md.namespace != omd.namespace
             or md.labels != omd.labels
             or pod.spec != old.spec
+            or self.status_resources
+            or _resized_statuses(pod) is not None
         ):
             return None
         return self._over(pod)

@@ -7,7 +7,8 @@ Mirrors ``pkg/scheduler/framework/plugins/podtopologyspread/{common,filtering,sc
   filter, ``ScheduleAnyway`` ones for the score); a pod without any gets the profile's default
   constraints (``defaultingType: System`` = hostname maxSkew 3 and zone maxSkew 5, both
   ScheduleAnyway) with a selector built from the Services, ReplicationControllers, ReplicaSets
-  and StatefulSets that select it. ``matchLabelKeys`` add ``key=value`` of the pod's own labels
+  and StatefulSets that select it (the Handle's ``default_spread_selector``: ``plugins/workloads.py``).
+  ``matchLabelKeys`` add ``key=value`` of the pod's own labels
   to the selector; ``minDomains`` defaults to 1, ``nodeAffinityPolicy`` to Honor and
   ``nodeTaintsPolicy`` to Ignore.
 * PreFilter counts, per constraint and topology value, the pods in the pod's namespace that

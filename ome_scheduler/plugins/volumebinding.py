@@ -10,18 +10,25 @@ Mirrors ``pkg/scheduler/framework/plugins/volumebinding/{volume_binding,binder}.
 * Filter, per node: bound claims' PVs must exist and their node affinity must match the node
   labels; unbound WaitForFirstConsumer claims need a matching available PV (smallest first)
   or a class that can provision there (a provisioner other than
-  ``kubernetes.io/no-provisioner`` and matching ``allowedTopologies``); a claim already
+  ``kubernetes.io/no-provisioner`` and matching ``allowedTopologies``, and, when the class's
+  CSIDriver asks for capacity checks, a CSIStorageCapacity of the class on the node with room:
+  ``hasEnoughCapacity``); a claim already
   annotated with another selected node rules the node out. Failures are
   UnschedulableAndUnresolvable with ``node(s) didn't match PersistentVolume's node affinity``,
-  ``node(s) didn't find available persistent volumes to bind`` or ``node(s) unavailable due
-  to one or more pvc(s) bound to non-existent pv(s)``.
+  ``node(s) didn't find available persistent volumes to bind``, ``node(s) did not have enough
+  free storage`` or ``node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)``.
 * Reserve assumes the chosen PVs bound (claimRef) and claims to provision annotated with
   ``volume.kubernetes.io/selected-node``; Unreserve reverts. PreBind writes those changes to
   the API server and waits (1 s polls, ``bindTimeoutSeconds``, default 600) until every claim
   is bound by the PV controller.
 
-Deviations: CSIStorageCapacity is not consulted (provisioning is assumed to have room), in-tree
-PVs are not translated to CSI, and there is no volume score (StorageCapacityScoring is alpha).
+* A bound in-tree PV (GCE PD, AWS EBS, Azure Disk, Cinder, Portworx) on a node whose CSINode lists
+  its plugin in ``storage.alpha.kubernetes.io/migrated-plugins`` is checked as its CSI
+  translation (``tryTranslatePVToCSI``: the zone key of its node affinity becomes the driver's,
+  e.g. ``topology.gke.io/zone``); a PV that does not translate is an Error
+  (``could not translate pv: ...``).
+
+There is no volume score, as upstream with StorageCapacityScoring (alpha) off.
 """
 
 from __future__ import annotations
@@ -34,15 +41,21 @@ from typing import Any, Protocol
 
 import msgspec
 
-from ome_scheduler.api.core import ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod
+from ome_scheduler.api.core import ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass
+from ome_scheduler.api.storage import MIGRATED_PLUGINS_ANNOTATION, CSIDriver, CSINode, CSIStorageCapacity
 from ome_scheduler.config.pluginargs import VolumeBindingArgs
 from ome_scheduler.framework.events import (
+    CSI_DRIVER,
+    CSI_NODE,
+    CSI_STORAGE_CAPACITY,
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
     STORAGE_CLASS,
     ActionType,
     ClusterEventWithHint,
+    QueueingHint,
     on,
+    queueing_hint,
 )
 from ome_scheduler.framework.interface import (
     ApiWriter,
@@ -56,6 +69,13 @@ from ome_scheduler.framework.interface import (
 )
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
+from ome_scheduler.plugins.csitranslation import (
+    TranslationError,
+    migrated_on_node,
+    migration_on,
+    pv_plugin,
+    translate_pv,
+)
 from ome_scheduler.plugins.volumestore import (
     ANN_BOUND_BY_CONTROLLER,
     ANN_SELECTED_NODE,
@@ -69,6 +89,7 @@ from ome_scheduler.plugins.volumestore import (
     pv_node_affinity_matches,
 )
 from ome_scheduler.util.labels import Requirement, Selector
+from ome_scheduler.util.quantity import value
 
 ERR_REASON_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
 ERR_REASON_NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
@@ -225,17 +246,20 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
         """``FindPodVolumes``: (bindings for this node, conflict reasons).
 
         Raises:
-            ValueError: a claim without a class or with an unknown class must be provisioned.
+            ValueError: a claim without a class or with an unknown class must be provisioned,
+                or a bound in-tree PV that does not translate to CSI (``could not translate pv: ...``).
         """
         pv_out = PodVolumes()
         bound_ok = unbound_ok = storage_ok = pvs_found = True
         vs = self.store
         labels = node.labels
+        csi_node = vs.csi_node(node.name) if s.bound else None
         for pvc in s.bound:
             pv = vs.pv(pvc.spec.volume_name)
             if pv is None:
                 pvs_found = False
                 break
+            pv = translated_for_node(pv, csi_node)
             if not pv_node_affinity_matches(pv, labels):
                 bound_ok = False
                 break
@@ -299,8 +323,37 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
                 return False, True, []
             if not _topology_matches(sc.allowed_topologies, labels):
                 return False, True, []
+            if not self._has_enough_capacity(pvc, sc, labels):
+                return True, False, []
             out.append(pvc)
         return True, True, out
+
+    def _has_enough_capacity(self, pvc: PersistentVolumeClaim, sc: StorageClass, labels: dict[str, str]) -> bool:
+        """``hasEnoughCapacity``: a claim with a storage request, of a class whose provisioner is a
+        CSIDriver with ``storageCapacity: true``, needs a CSIStorageCapacity of the class that
+        selects the node (``nodeTopology``) and whose ``maximumVolumeSize`` (else ``capacity``)
+        is at least the request (bytes). Any other claim has room."""
+        q = pvc.spec.resources.requests.get("storage")
+        if q is None:
+            return True
+        vs = self.store
+        driver = vs.csi_driver(sc.provisioner)
+        if driver is None or not driver.spec.storage_capacity:
+            return True
+        size = value(q)
+        for cap in vs.capacities():
+            if cap.storage_class_name != sc.metadata.name:
+                continue
+            limit = volume_limit(cap)
+            if limit is None or limit < size or cap.node_topology is None:
+                continue
+            try:
+                topology = Selector.from_label_selector(cap.node_topology)
+            except ValueError:
+                continue  # upstream logs it and treats the node as without access
+            if topology.matches(labels):
+                return True
+        return False
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         """``Filter``: ``FindPodVolumes`` for this node; remember the bindings it would take."""
@@ -432,11 +485,16 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
         vs = self.store
         ni = self.handle.get_node_info(node)
         labels = ni.labels if ni is not None else {}
+        csi_node = vs.csi_node(node)
         for pv, pvc in pv_out.static_bindings:
             cur_pv = vs.pv_api_object(pv.metadata.name)
             cur_pvc = vs.pvc_api_object(pvc.metadata.namespace, pvc.metadata.name)
             if cur_pv is None or cur_pvc is None:
                 raise ValueError("failed to check binding: object not found")
+            try:
+                cur_pv = translated_for_node(cur_pv, csi_node)
+            except ValueError as exc:
+                raise ValueError(f"failed to translate pv to csi: {exc}") from None
             if not pv_node_affinity_matches(cur_pv, labels):
                 raise ValueError(f'pv "{cur_pv.metadata.name}" node affinity doesn\'t match node "{node}"')
             if cur_pv.spec.claim_ref is None or not cur_pv.spec.claim_ref.uid:
@@ -453,6 +511,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
                 cur_pv = vs.pv_api_object(cur.spec.volume_name)
                 if cur_pv is None:
                     return False
+                cur_pv = translated_for_node(cur_pv, csi_node)
                 if not pv_node_affinity_matches(cur_pv, labels):
                     raise ValueError(f'pv "{cur_pv.metadata.name}" node affinity doesn\'t match node "{node}"')
             if not is_pvc_fully_bound(cur):
@@ -462,13 +521,113 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
     # ---- queueing -----------------------------------------------------------------------
 
     def events_to_register(self) -> list[ClusterEventWithHint[Any]]:
-        """PVC, PV and StorageClass add/update, Node add/label changes, CSINode (not watched)."""
+        """``EventsToRegister``: StorageClass add/update (a new class, or changed
+        ``allowedTopologies``), PVC add/update (one of the pod's claims), PV add/update, Node
+        add/label changes, CSINode add/update (a new one, or a changed migrated-plugins
+        annotation), CSIDriver update (capacity checks turned off for a driver of the pod's
+        inline CSI volumes), CSIStorageCapacity add/update (a new one, or a larger limit)."""
         return [
-            on(PERSISTENT_VOLUME_CLAIM, ActionType.ADD | ActionType.UPDATE),
+            on(STORAGE_CLASS, ActionType.ADD | ActionType.UPDATE, is_schedulable_after_storage_class_change),
+            on(PERSISTENT_VOLUME_CLAIM, ActionType.ADD | ActionType.UPDATE, is_schedulable_after_claim_change),
             on(PERSISTENT_VOLUME, ActionType.ADD | ActionType.UPDATE),
-            on(STORAGE_CLASS, ActionType.ADD | ActionType.UPDATE),
             on("Node", ActionType.ADD | ActionType.UPDATE_NODE_LABEL),
+            on(CSI_NODE, ActionType.ADD | ActionType.UPDATE, is_schedulable_after_csinode_change),
+            on(CSI_DRIVER, ActionType.UPDATE, is_schedulable_after_csidriver_change),
+            on(CSI_STORAGE_CAPACITY, ActionType.ADD | ActionType.UPDATE, is_schedulable_after_capacity_change),
         ]
+
+
+def volume_limit(cap: CSIStorageCapacity) -> int | None:
+    """``volumeLimit``: ``maximumVolumeSize`` when reported (more precise), else ``capacity``, in
+    bytes; None when neither is.
+
+    Raises:
+        QuantityError: the reported value is not a quantity.
+    """
+    q = cap.maximum_volume_size if cap.maximum_volume_size is not None else cap.capacity
+    return value(q) if q is not None else None
+
+
+@queueing_hint
+def is_schedulable_after_csidriver_change(pod: Pod, old: CSIDriver | None, new: CSIDriver | None) -> QueueingHint:
+    """``isSchedulableAfterCSIDriverChange``: the driver of one of the pod's inline CSI volumes
+    stopped asking for capacity checks."""
+    if old is None or new is None:
+        return QueueingHint.QUEUE
+    for v in pod.spec.volumes:
+        if v.csi is None or v.csi.get("driver") != new.metadata.name:
+            continue
+        if old.spec.storage_capacity and not new.spec.storage_capacity:
+            return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP
+
+
+@queueing_hint
+def is_schedulable_after_capacity_change(
+    pod: Pod, old: CSIStorageCapacity | None, new: CSIStorageCapacity | None
+) -> QueueingHint:
+    """``isSchedulableAfterCSIStorageCapacityChange``: a new capacity, or a larger volume limit."""
+    if old is None or new is None:
+        return QueueingHint.QUEUE
+    before, after = volume_limit(old), volume_limit(new)
+    if after is not None and (before is None or after > before):
+        return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP
+
+
+@queueing_hint
+def is_schedulable_after_csinode_change(pod: Pod, old: CSINode | None, new: CSINode | None) -> QueueingHint:
+    """``isSchedulableAfterCSINodeChange``: a new CSINode, or its migrated-plugins annotation changed."""
+    if old is None or new is None:
+        return QueueingHint.QUEUE
+    key = MIGRATED_PLUGINS_ANNOTATION
+    if old.metadata.annotations.get(key) != new.metadata.annotations.get(key):
+        return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP
+
+
+@queueing_hint
+def is_schedulable_after_claim_change(
+    pod: Pod, old: PersistentVolumeClaim | None, new: PersistentVolumeClaim | None
+) -> QueueingHint:
+    """``isSchedulableAfterPersistentVolumeClaimChange``: the claim is one of the pod's (its
+    namespace; a claim volume, or ``<pod>-<volume>`` of an ephemeral one)."""
+    if new is None:
+        return QueueingHint.QUEUE
+    if new.metadata.namespace != pod.metadata.namespace:
+        return QueueingHint.QUEUE_SKIP
+    names = {name for name, _ in pod_claim_names(pod)}
+    return QueueingHint.QUEUE if new.metadata.name in names else QueueingHint.QUEUE_SKIP
+
+
+@queueing_hint
+def is_schedulable_after_storage_class_change(
+    pod: Pod, old: StorageClass | None, new: StorageClass | None
+) -> QueueingHint:
+    """``isSchedulableAfterStorageClassChange``: a new class, or changed ``allowedTopologies``."""
+    if old is None or new is None:
+        return QueueingHint.QUEUE
+    if old.allowed_topologies != new.allowed_topologies:
+        return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP
+
+
+def translated_for_node(pv: PersistentVolume, csi_node: CSINode | None) -> PersistentVolume:
+    """``tryTranslatePVToCSI``: an in-tree PV of a plugin kube-scheduler migrates (GCE PD, AWS EBS,
+    Azure Disk, Cinder, Portworx) whose node's CSINode lists the plugin in its migrated-plugins
+    annotation, translated to CSI (its node affinity's zone key becomes the driver's); any other
+    PV unchanged.
+
+    Raises:
+        ValueError: the PV does not translate (``could not translate pv: ...``).
+    """
+    plugin = pv_plugin(pv) if pv.spec.csi is None else ""
+    if not plugin or not migration_on(plugin) or not migrated_on_node(plugin, csi_node):
+        return pv
+    try:
+        return translate_pv(pv)
+    except TranslationError as exc:
+        raise ValueError(f"could not translate pv: {exc}") from None
 
 
 def uses_claim(pod: Pod, pvc: PersistentVolumeClaim) -> bool:

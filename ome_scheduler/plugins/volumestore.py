@@ -1,7 +1,9 @@
 """The storage objects the volume plugins read, and the PV/PVC helpers they share.
 
-``VolumeStore`` is the scheduler's view of PersistentVolumes, PersistentVolumeClaims and
-StorageClasses, kept current by informers (``app/informers.py``). Like upstream's assume caches
+``VolumeStore`` is the scheduler's view of PersistentVolumes, PersistentVolumeClaims,
+StorageClasses, CSINodes, VolumeAttachments, CSIDrivers and CSIStorageCapacities, kept current by informers
+(``app/informers.py``); VolumeAttachments are indexed by node, so NodeVolumeLimits reads one
+node's attachments without listing them all as upstream's lister does. Like upstream's assume caches
 (``pkg/scheduler/framework/plugins/volumebinding/assume_cache.go``), VolumeBinding can
 *assume* a PV bound to a claim or a claim annotated with a selected node at Reserve; the
 assumed copy wins until the informer delivers a newer version or Unreserve restores it.
@@ -16,10 +18,15 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ome_scheduler.api.core import PersistentVolume, PersistentVolumeClaim, StorageClass
+from ome_scheduler.api.storage import CSIDriver, CSINode, CSIStorageCapacity, VolumeAttachment
 from ome_scheduler.framework.events import (
+    CSI_DRIVER,
+    CSI_NODE,
+    CSI_STORAGE_CAPACITY,
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
     STORAGE_CLASS,
+    VOLUME_ATTACHMENT,
     ActionType,
     ClusterEvent,
 )
@@ -150,10 +157,12 @@ def _rv(obj: PersistentVolume | PersistentVolumeClaim) -> int:
 
 
 class VolumeStore:
-    """PVs by name, PVCs by ``ns/name`` and StorageClasses by name, with assumed overlays.
+    """PVs by name, PVCs by ``ns/name``, StorageClasses and CSINodes by name (with assumed
+    overlays for PVs and claims), VolumeAttachments by node then name.
 
     ``move`` is called with each storage event so the queue can retry pods the volume
-    plugins rejected (``eventhandlers.go`` registers PV, PVC and StorageClass handlers).
+    plugins rejected (``eventhandlers.go`` registers PV, PVC, StorageClass, CSINode and
+    VolumeAttachment handlers).
     """
 
     def __init__(self, move: MoveFn | None = None) -> None:
@@ -163,6 +172,14 @@ class VolumeStore:
         self._classes: dict[str, StorageClass] = {}
         self._assumed_pvs: dict[str, PersistentVolume] = {}
         self._assumed_pvcs: dict[str, PersistentVolumeClaim] = {}
+        self._csi_nodes: dict[str, CSINode] = {}
+        self._attachments: dict[str, dict[str, VolumeAttachment]] = {}
+        """Node name -> VolumeAttachment name -> the attachment (``spec.nodeName`` indexes it)."""
+        self._attachment_node: dict[str, str] = {}
+        """VolumeAttachment name -> the node it is indexed under."""
+        self._csi_drivers: dict[str, CSIDriver] = {}
+        self._capacities: dict[str, CSIStorageCapacity] = {}
+        """CSIStorageCapacities by ``namespace/name``."""
 
     # ---- reads --------------------------------------------------------------------------
 
@@ -195,6 +212,22 @@ class VolumeStore:
     def storage_class(self, name: str) -> StorageClass | None:
         """The StorageClass ``name``, or None."""
         return self._classes.get(name)
+
+    def csi_node(self, name: str) -> CSINode | None:
+        """The CSINode of node ``name`` (named after it), or None (``CSINodes().Get``)."""
+        return self._csi_nodes.get(name)
+
+    def attachments_on(self, node: str) -> Iterable[VolumeAttachment]:
+        """The VolumeAttachments whose ``spec.nodeName`` is ``node``, in no particular order."""
+        return self._attachments.get(node, {}).values()
+
+    def csi_driver(self, name: str) -> CSIDriver | None:
+        """The CSIDriver ``name``, or None."""
+        return self._csi_drivers.get(name)
+
+    def capacities(self) -> Iterable[CSIStorageCapacity]:
+        """Every CSIStorageCapacity (``List(labels.Everything())``), in no particular order."""
+        return self._capacities.values()
 
     def is_delay_binding(self, pvc: PersistentVolumeClaim) -> bool:
         """``IsDelayBindingMode``: the claim's class exists and is WaitForFirstConsumer.
@@ -290,3 +323,79 @@ class VolumeStore:
         """Informer handler: update the store and emit the cluster event."""
         self._classes.pop(sc.metadata.name, None)
         self._emit(STORAGE_CLASS, ActionType.DELETE, sc, None)
+
+    def on_csinode_add(self, cn: CSINode) -> None:
+        """Informer handler: update the store and emit the cluster event."""
+        self._csi_nodes[cn.metadata.name] = cn
+        self._emit(CSI_NODE, ActionType.ADD, None, cn)
+
+    def on_csinode_update(self, old: CSINode, new: CSINode) -> None:
+        """Informer handler: update the store and emit the cluster event."""
+        self._csi_nodes[new.metadata.name] = new
+        self._emit(CSI_NODE, ActionType.UPDATE, old, new)
+
+    def on_csinode_delete(self, cn: CSINode) -> None:
+        """Informer handler: update the store and emit the cluster event."""
+        self._csi_nodes.pop(cn.metadata.name, None)
+        self._emit(CSI_NODE, ActionType.DELETE, cn, None)
+
+    def _index_attachment(self, va: VolumeAttachment) -> None:
+        self._unindex_attachment(va.metadata.name)
+        node = va.spec.node_name
+        self._attachments.setdefault(node, {})[va.metadata.name] = va
+        self._attachment_node[va.metadata.name] = node
+
+    def _unindex_attachment(self, name: str) -> None:
+        node = self._attachment_node.pop(name, None)
+        if node is None:
+            return
+        on_node = self._attachments.get(node)
+        if on_node is not None:
+            on_node.pop(name, None)
+            if not on_node:
+                del self._attachments[node]
+
+    def on_attachment_add(self, va: VolumeAttachment) -> None:
+        """Informer handler: update the store and emit the cluster event."""
+        self._index_attachment(va)
+        self._emit(VOLUME_ATTACHMENT, ActionType.ADD, None, va)
+
+    def on_attachment_update(self, old: VolumeAttachment, new: VolumeAttachment) -> None:
+        """Informer handler: update the store and emit the cluster event."""
+        self._index_attachment(new)
+        self._emit(VOLUME_ATTACHMENT, ActionType.UPDATE, old, new)
+
+    def on_attachment_delete(self, va: VolumeAttachment) -> None:
+        """Informer handler: update the store and emit the cluster event."""
+        self._unindex_attachment(va.metadata.name)
+        self._emit(VOLUME_ATTACHMENT, ActionType.DELETE, va, None)
+
+    def on_csidriver_add(self, d: CSIDriver) -> None:
+        """Informer handler: update the store and emit the cluster event."""
+        self._csi_drivers[d.metadata.name] = d
+        self._emit(CSI_DRIVER, ActionType.ADD, None, d)
+
+    def on_csidriver_update(self, old: CSIDriver, new: CSIDriver) -> None:
+        """Informer handler: update the store and emit the cluster event."""
+        self._csi_drivers[new.metadata.name] = new
+        self._emit(CSI_DRIVER, ActionType.UPDATE, old, new)
+
+    def on_csidriver_delete(self, d: CSIDriver) -> None:
+        """Informer handler: update the store and emit the cluster event."""
+        self._csi_drivers.pop(d.metadata.name, None)
+        self._emit(CSI_DRIVER, ActionType.DELETE, d, None)
+
+    def on_capacity_add(self, c: CSIStorageCapacity) -> None:
+        """Informer handler: update the store and emit the cluster event."""
+        self._capacities[f"{c.metadata.namespace}/{c.metadata.name}"] = c
+        self._emit(CSI_STORAGE_CAPACITY, ActionType.ADD, None, c)
+
+    def on_capacity_update(self, old: CSIStorageCapacity, new: CSIStorageCapacity) -> None:
+        """Informer handler: update the store and emit the cluster event."""
+        self._capacities[f"{new.metadata.namespace}/{new.metadata.name}"] = new
+        self._emit(CSI_STORAGE_CAPACITY, ActionType.UPDATE, old, new)
+
+    def on_capacity_delete(self, c: CSIStorageCapacity) -> None:
+        """Informer handler: update the store and emit the cluster event."""
+        self._capacities.pop(f"{c.metadata.namespace}/{c.metadata.name}", None)
+        self._emit(CSI_STORAGE_CAPACITY, ActionType.DELETE, c, None)

@@ -14,6 +14,7 @@ import msgspec
 
 from ome_scheduler.api.scheduling import ANN_PLACEMENT_DOMAIN, ANN_WAITING_REASON
 from ome_scheduler.api.snapshot import ClusterSnapshot
+from ome_scheduler.api.storage import MIGRATED_PLUGINS_ANNOTATION
 
 
 class Anonymizer:
@@ -132,6 +133,62 @@ class Anonymizer:
         req = (spec.get("nodeAffinity") or {}).get("required") or {}
         for term in req.get("nodeSelectorTerms", []):
             self._node_selector_term(term)
+        csi = spec.get("csi")
+        if csi and csi.get("volumeHandle"):
+            csi["volumeHandle"] = self.name(csi["volumeHandle"], "handle")
+
+    def csi_node(self, cn: dict[str, Any]) -> None:
+        """A CSINode: its node's name (it is named after it) and each driver's node id; only the
+        migrated-plugins annotation is kept (in-tree plugin names)."""
+        md = cn["metadata"]
+        ann = {k: v for k, v in md.get("annotations", {}).items() if k == MIGRATED_PLUGINS_ANNOTATION}
+        self._meta(md, "node")
+        if ann:
+            md["annotations"] = ann
+        for d in cn.get("spec", {}).get("drivers", []):
+            if d.get("nodeID"):
+                d["nodeID"] = self.name(d["nodeID"], "node")
+
+    def ephemeral_claims(self, p: dict[str, Any]) -> None:
+        """Before the claims: a generic ephemeral volume's claim is ``<pod>-<volume>``, so its
+        placeholder is the pod's and the volume's placeholders joined the same way (the pod is
+        not changed here)."""
+        pod_name = p.get("metadata", {}).get("name", "")
+        for v in p.get("spec", {}).get("volumes", []):
+            if v.get("ephemeral") is not None and pod_name and v.get("name"):
+                claim = f"{pod_name}-{v['name']}"
+                if claim not in self.table:
+                    self.table[claim] = f"{self.name(pod_name, 'pod')}-{self.name(v['name'], 'volume')}"
+
+    def csi_storage_capacity(self, cap: dict[str, Any]) -> None:
+        """A CSIStorageCapacity: name, namespace, class and node topology values (quantities kept)."""
+        self._meta(cap["metadata"], "capacity")
+        if cap.get("storageClassName"):
+            cap["storageClassName"] = self.name(cap["storageClassName"], "class")
+        self._selector(cap.get("nodeTopology"))
+
+    def map_workload(self, w: dict[str, Any]) -> None:
+        """A Service or ReplicationController: name (the same placeholder as its pods' owner
+        references), namespace, label values and its selector's values (a label map)."""
+        self._meta(w["metadata"], "owner")
+        spec = w.get("spec", {})
+        if spec.get("selector") is not None:
+            spec["selector"] = self._labels(spec["selector"])
+
+    def selector_workload(self, w: dict[str, Any]) -> None:
+        """A ReplicaSet or StatefulSet: as :meth:`map_workload`, its selector a ``LabelSelector``."""
+        self._meta(w["metadata"], "owner")
+        self._selector(w.get("spec", {}).get("selector"))
+
+    def volume_attachment(self, va: dict[str, Any]) -> None:
+        """A VolumeAttachment: name, node and PersistentVolume names (the attacher is a driver name, kept)."""
+        self._meta(va["metadata"], "attachment")
+        spec = va.get("spec", {})
+        if spec.get("nodeName"):
+            spec["nodeName"] = self.name(spec["nodeName"], "node")
+        src = spec.get("source", {})
+        if src.get("persistentVolumeName"):
+            src["persistentVolumeName"] = self.name(src["persistentVolumeName"], "pv")
 
     def pvc(self, pvc: dict[str, Any]) -> None:
         """A PersistentVolumeClaim: name, namespace, volume, class, selector, selected node."""
@@ -154,9 +211,12 @@ class Anonymizer:
         """A Pod: identity, labels, node, affinity and spread selectors, images, claim names."""
         self._meta(p["metadata"], "pod")
         spec = p.get("spec", {})
+        renamed: dict[tuple[str, str], str] = {}
         for key in ("containers", "initContainers"):
             for i, c in enumerate(spec.get(key, [])):
-                c["name"] = f"{'init' if key == 'initContainers' else 'c'}{i}"
+                new = f"{'init' if key == 'initContainers' else 'c'}{i}"
+                renamed[(key, c.get("name", ""))] = new
+                c["name"] = new
                 if c.get("image"):
                     c["image"] = self.name(c["image"], "image")
         if spec.get("nodeName"):
@@ -182,6 +242,10 @@ class Anonymizer:
         for rc in spec.get("resourceClaims", []):
             rc["name"] = self.name(rc.get("name", ""), "claim")
         st = p.get("status", {})
+        # Container statuses follow their containers' new names (resize accounting matches by name).
+        for key, spec_key in (("containerStatuses", "containers"), ("initContainerStatuses", "initContainers")):
+            for cs in st.get(key, []):
+                cs["name"] = renamed.get((spec_key, cs.get("name", "")), "")
         if st.get("nominatedNodeName"):
             st["nominatedNodeName"] = self.name(st["nominatedNodeName"], "node")
         for cond in st.get("conditions", []):
@@ -196,7 +260,15 @@ class Anonymizer:
             ("podGroups", self.pod_group),
             ("storageClasses", self.storage_class),
             ("persistentVolumes", self.pv),
+            ("pods", self.ephemeral_claims),
             ("persistentVolumeClaims", self.pvc),
+            ("csiNodes", self.csi_node),
+            ("volumeAttachments", self.volume_attachment),
+            ("csiStorageCapacities", self.csi_storage_capacity),
+            ("services", self.map_workload),
+            ("replicationControllers", self.map_workload),
+            ("replicaSets", self.selector_workload),
+            ("statefulSets", self.selector_workload),
             ("pods", self.pod),
         )
         for key, fn in order:

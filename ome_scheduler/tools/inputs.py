@@ -30,7 +30,9 @@ from ome_scheduler.tools.workloads import WorkloadError, expand
 from ome_scheduler.util.quantity import QuantityError, parse_quantity
 from ome_scheduler.util.timestamps import parse_rfc3339
 
-CLUSTER_SCOPED = frozenset({"Node", "Namespace", "PersistentVolume", "StorageClass"})
+CLUSTER_SCOPED = frozenset(
+    {"Node", "Namespace", "PersistentVolume", "StorageClass", "CSINode", "VolumeAttachment", "CSIDriver"}
+)
 
 
 def stored(obj: Any, created: str, index: int) -> Any:
@@ -66,7 +68,7 @@ def bad_quantity(obj: Any) -> str | None:
     ``field "name": why`` (None: every one parses). The API server refuses such objects; a
     snapshot or manifest file written by hand may hold one. Checked: a node's ``capacity`` and
     ``allocatable``; a pod's container and init container requests and limits, pod-level
-    resources and overhead."""
+    resources and overhead, and its container statuses' resources and allocated resources."""
     lists: list[tuple[str, dict[str, str]]] = []
     if isinstance(obj, Node):
         lists = [("status.capacity", obj.status.capacity), ("status.allocatable", obj.status.allocatable)]
@@ -77,6 +79,15 @@ def bad_quantity(obj: Any) -> str | None:
                 lists.append((f"spec.{field_name}[{c.name}].resources.requests", c.resources.requests))
                 lists.append((f"spec.{field_name}[{c.name}].resources.limits", c.resources.limits))
         lists.append(("spec.overhead", spec.overhead))
+        st = obj.status
+        for field_name, statuses in (
+            ("containerStatuses", st.container_statuses),
+            ("initContainerStatuses", st.init_container_statuses),
+        ):
+            for cs in statuses:
+                if cs.resources is not None:
+                    lists.append((f"status.{field_name}[{cs.name}].resources.requests", cs.resources.requests))
+                lists.append((f"status.{field_name}[{cs.name}].allocatedResources", cs.allocated_resources))
         if spec.resources is not None:
             lists += [
                 ("spec.resources.requests", spec.resources.requests),

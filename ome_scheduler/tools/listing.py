@@ -1,7 +1,9 @@
 """Listing the cluster as the scheduler's informers see it: the one tool that reads the API server.
 
 Lists what the informers of :mod:`ome_scheduler.app.informers` list (nodes, pods that are not
-finished, namespaces, PodGroups, PersistentVolumes, PersistentVolumeClaims and StorageClasses;
+finished, namespaces, PodGroups, PersistentVolumes, PersistentVolumeClaims, StorageClasses,
+CSINodes, VolumeAttachments, CSIDrivers, CSIStorageCapacities, Services, ReplicationControllers,
+ReplicaSets and StatefulSets;
 never Secrets or ConfigMaps), decodes each object into the scheduler's typed record (so only
 the fields the scheduler reads are kept) into one
 :class:`~ome_scheduler.api.snapshot.ClusterSnapshot`. ``snapshot`` writes it, ``explain``
@@ -29,6 +31,14 @@ FIELD_OF_INFORMER = {
     "persistentvolumes": "persistent_volumes",
     "persistentvolumeclaims": "persistent_volume_claims",
     "storageclasses": "storage_classes",
+    "csinodes": "csi_nodes",
+    "volumeattachments": "volume_attachments",
+    "csidrivers": "csi_drivers",
+    "csistoragecapacities": "csi_storage_capacities",
+    "services": "services",
+    "replicationcontrollers": "replication_controllers",
+    "replicasets": "replica_sets",
+    "statefulsets": "stateful_sets",
 }
 """Informer name (``app/informers.py``) -> the :class:`ClusterSnapshot` field it fills."""
 

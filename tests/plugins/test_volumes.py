@@ -1,13 +1,22 @@
-"""VolumeRestrictions, VolumeBinding, VolumeZone (and the NodeVolumeLimits placeholder)."""
+"""VolumeRestrictions, VolumeBinding, VolumeZone (NodeVolumeLimits: test_nodevolumelimits.py)."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
+import msgspec
+import pytest
+
+from ome_scheduler.api.storage import CSIDriver, CSIStorageCapacity
+from ome_scheduler.framework.events import QueueingHint
 from ome_scheduler.framework.interface import CycleState
 from ome_scheduler.framework.types import PodInfo
-from ome_scheduler.plugins.volumebinding import VolumeBinding
+from ome_scheduler.plugins.volumebinding import (
+    VolumeBinding,
+    is_schedulable_after_capacity_change,
+    is_schedulable_after_csidriver_change,
+)
 from ome_scheduler.plugins.volumestore import pv_node_affinity_matches
 from tests.support.plugins_env import Env, node, pod
 
@@ -318,3 +327,128 @@ def test_node_volume_limits_skips_pods_without_volumes() -> None:
     fw.run_pre_filter(state, PodInfo(pod("p")), env.s.node_infos())
     assert "NodeVolumeLimits" in state.skip_filter_plugins
     assert "VolumeBinding" in state.skip_filter_plugins
+
+
+def test_volume_attributes_class_must_match() -> None:
+    """VolumeAttributesClass (GA in 1.34): an unbound claim only matches PVs of its
+    ``volumeAttributesClassName`` (unset on both sides is a match)."""
+    env = env3()
+    gold = pv("gold", "wffc", hosts=["n1"])
+    gold["spec"]["volumeAttributesClassName"] = "gold"
+    env.add_pv(gold)
+    env.add_pv(pv("plain", "wffc", hosts=["n2"]))
+    claim = pvc("c", "wffc")
+    claim["spec"]["volumeAttributesClassName"] = "gold"
+    env.add_pvc(claim)
+    env.add_pvc(pvc("d", "wffc"))
+    assert env.feasible(with_claims("c")) == {"n1"}
+    assert env.feasible(with_claims("d")) == {"n2"}
+
+
+# ---- CSIStorageCapacity (TestCapacity of upstream's binder_test.go) ------------------------------
+
+CAP_CLASS = "wait-with-provisioner"
+DRIVER = "test-provisioner"
+
+
+def capacity(
+    name: str, cls: str = CAP_CLASS, node_name: str | None = None, cap: str = "", max_size: str = ""
+) -> dict[str, Any]:
+    """``makeCapacity``: every node when ``node_name`` is None (an empty nodeTopology)."""
+    raw: dict[str, Any] = {
+        "metadata": {"name": name, "namespace": "default"},
+        "storageClassName": cls,
+        "nodeTopology": {"matchLabels": {"kubernetes.io/hostname": node_name}} if node_name else {},
+    }
+    if cap:
+        raw["capacity"] = cap
+    if max_size:
+        raw["maximumVolumeSize"] = max_size
+    return raw
+
+
+CAPACITY_CASES: dict[str, tuple[list[dict[str, Any]], bool]] = {
+    "network-attached": ([capacity("net", cap="1Gi")], True),
+    "local-storage": ([capacity("net", node_name="n1", cap="1Gi")], True),
+    "multiple": (
+        [
+            capacity("net", cap="1Gi"),
+            capacity("n2", node_name="n2", cap="1Gi"),
+            capacity("n1", node_name="n1", cap="1Gi"),
+        ],
+        True,
+    ),
+    "no-storage": ([], False),
+    "wrong-node": ([capacity("net", node_name="n2", cap="1Gi")], False),
+    "wrong-storage-class": ([capacity("net", cls="wffc", node_name="n1", cap="1Gi")], False),
+    "insufficient-storage": ([capacity("net", node_name="n1", cap="1Mi")], False),
+    "insufficient-volume-size": ([capacity("net", node_name="n1", cap="1Gi", max_size="1Mi")], False),
+    "zero-storage": ([capacity("net", node_name="n1", cap="0Mi")], False),
+    "zero-volume-size": ([capacity("net", node_name="n1", max_size="0Mi")], False),
+    "nil-storage": ([capacity("net", node_name="n1")], False),
+}
+
+
+@pytest.mark.parametrize("opt_in", [True, False])
+@pytest.mark.parametrize("name", list(CAPACITY_CASES))
+def test_capacity(name: str, opt_in: bool) -> None:
+    caps, fits = CAPACITY_CASES[name]
+    env = env3()
+    vs = env.s.volume_store()
+    env.add_storage_class(sc(CAP_CLASS, provisioner=DRIVER))
+    vs.on_csidriver_add(msgspec.convert({"metadata": {"name": DRIVER}, "spec": {"storageCapacity": opt_in}}, CSIDriver))
+    for raw in caps:
+        vs.on_capacity_add(msgspec.convert(raw, CSIStorageCapacity))
+    env.add_pvc(pvc("provisioned-pvc", CAP_CLASS, "1Gi"))
+    p = pod(
+        "p",
+        spec={"nodeName": "", "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "provisioned-pvc"}}]},
+    )
+    n1 = env.s.cache.get_node_info("n1")
+    assert n1 is not None
+    pl = env.s.frameworks["ome-scheduler"].plugins["VolumeBinding"]
+    state = CycleState()
+    pi = PodInfo(p)
+    assert pl.pre_filter(state, pi, env.s.node_infos()) == (None, None)  # type: ignore[attr-defined]
+    st = pl.filter(state, pi, n1)  # type: ignore[attr-defined]
+    if fits or not opt_in:
+        assert st is None, st
+    else:
+        assert st is not None and st.reasons == ["node(s) did not have enough free storage"]
+
+
+def test_a_claim_without_a_storage_request_or_of_another_driver_is_not_checked() -> None:
+    env = env3()
+    vs = env.s.volume_store()
+    env.add_storage_class(sc(CAP_CLASS, provisioner=DRIVER))
+    vs.on_csidriver_add(msgspec.convert({"metadata": {"name": DRIVER}, "spec": {"storageCapacity": True}}, CSIDriver))
+    claim = pvc("c", CAP_CLASS)
+    claim["spec"]["resources"] = {}
+    env.add_pvc(claim)
+    assert env.feasible(with_claims("c")) == {"n1", "n2", "n3"}
+    env.add_pvc(pvc("d", CAP_CLASS))
+    assert (
+        env.schedule(with_claims("d")) == "0/3 nodes are available: 3 node(s) did not have enough free storage." + DRA
+    )
+    vs.on_capacity_add(msgspec.convert(capacity("z2", node_name="n3", cap="10Gi"), CSIStorageCapacity))
+    assert env.feasible(with_claims("d")) == {"n3"}
+
+
+def test_capacity_and_driver_hints() -> None:
+    def cap(c: str = "", m: str = "") -> CSIStorageCapacity:
+        return msgspec.convert(capacity("x", cap=c, max_size=m), CSIStorageCapacity)
+
+    def drv(on: bool | None) -> CSIDriver:
+        return msgspec.convert({"metadata": {"name": DRIVER}, "spec": {"storageCapacity": on}}, CSIDriver)
+
+    p = pod("p")
+    assert is_schedulable_after_capacity_change(p, None, cap("1Gi")) == QueueingHint.QUEUE
+    assert is_schedulable_after_capacity_change(p, cap("1Gi"), cap("2Gi")) == QueueingHint.QUEUE
+    assert is_schedulable_after_capacity_change(p, cap("2Gi"), cap("1Gi")) == QueueingHint.QUEUE_SKIP
+    assert is_schedulable_after_capacity_change(p, cap(), cap("1Gi")) == QueueingHint.QUEUE
+    assert is_schedulable_after_capacity_change(p, cap("5Gi", "1Gi"), cap("5Gi", "1Gi")) == QueueingHint.QUEUE_SKIP
+    inline = pod("q", spec={"volumes": [{"name": "v", "csi": {"driver": DRIVER}}]})
+    assert is_schedulable_after_csidriver_change(inline, drv(True), drv(False)) == QueueingHint.QUEUE
+    assert is_schedulable_after_csidriver_change(inline, drv(True), drv(None)) == QueueingHint.QUEUE
+    assert is_schedulable_after_csidriver_change(inline, drv(False), drv(True)) == QueueingHint.QUEUE_SKIP
+    assert is_schedulable_after_csidriver_change(p, drv(True), drv(False)) == QueueingHint.QUEUE_SKIP

@@ -30,6 +30,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import msgspec
+
 from ome_scheduler.api.core import Pod
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
@@ -411,9 +413,15 @@ class PinPlanner:
     def _unplaceable_sibling(self, pod: PodInfo, gang: Gang, survey: DomainSurvey) -> Status | None:
         """Rule 12, before a fresh pin: a sibling another plugin's PreFilter finds unresolvable
         now (a missing claim, say) would make the pin hold a domain for a gang that cannot
-        complete, so nothing is pinned and the member is told which sibling and why."""
+        complete, so nothing is pinned and the member is told which sibling and why. Siblings
+        whose spec (and generated claims) are equal get one verdict: a gang of 1,024 replicas of
+        one template costs one dry PreFilter, not 1,024."""
+        verdicts: dict[bytes, tuple[str, str] | None] = {}
         for t in survey.planner.templates[1:]:
-            found = self.handle.unresolvable_at_prefilter(t, skip=NAME)
+            k = _prefilter_identity(t)
+            if k not in verdicts:
+                verdicts[k] = self.handle.unresolvable_at_prefilter(t, skip=NAME)
+            found = verdicts[k]
             if found is not None:
                 self.state.member_unresolvable(t, found[1])
                 return self._unresolvable_sibling(pod, gang, None)
@@ -430,3 +438,13 @@ class PinPlanner:
             return Status.unschedulable(f"pinned domain {domain} has no node feasible for gang member {gang.key}")
         log.info("gangpack.pinGang.result", v=4, gang=gang.key, domain=domain, narrowedNodes=len(cands))
         return pin, {n.name for n in cands}
+
+
+def _prefilter_identity(p: PodInfo) -> bytes:
+    """What a PreFilter verdict about ``p`` depends on beyond the cluster: its spec, the claims
+    generated for it, and its name when it has ephemeral volumes (their claims are named after it)."""
+    spec = p.pod.spec
+    parts = [msgspec.json.encode(spec), msgspec.json.encode(p.pod.status.resource_claim_statuses)]
+    if any(v.ephemeral is not None for v in spec.volumes):
+        parts.append(p.pod.metadata.name.encode())
+    return b"\0".join(parts)

@@ -7,7 +7,12 @@ Mirrors ``pkg/scheduler/framework/plugins/noderesources/fit.go``, ``resource_all
   every requested resource (cpu in millicores, memory and ephemeral-storage in bytes,
   extended resources such as ``nvidia.com/gpu``) above free allocatable. The status is
   UnschedulableAndUnresolvable when a request exceeds the node's whole allocatable.
-* Score: per configured resource, ``requested = node's (non-zero) requests + pod's``;
+  The pod's requests are its spec's (``computePodResourceRequest``); the node's are what its
+  pods count (``NodeInfo.requested``), which for a pod mid-resize is the max of its spec and
+  its container statuses' ``resources.requests`` and ``allocatedResources``
+  (``framework.types.pod_requests``).
+* Score: per configured resource, ``requested = node's (non-zero) requests + pod's`` (the
+  pod's with its status, ``UseStatusResources``);
   MostAllocated ``requested*100/allocatable``, LeastAllocated
   ``(allocatable-requested)*100/allocatable``, RequestedToCapacityRatio a broken linear
   function of utilisation; the weighted mean over resources the node has.
@@ -40,9 +45,11 @@ from ome_scheduler.framework.types import (
     is_extended_resource_name,
     is_scalar_resource_name,
     pod_requests,
+    to_resource,
 )
 
 MAX_UTILIZATION = 100
+_PRE_FILTER_STATE = "PreFilterNodeResourcesFit"
 
 
 def insufficient_resources(
@@ -138,12 +145,16 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
     ) -> tuple[set[str] | None, Status | None]:
-        """Compute the pod's effective requests once per cycle."""
+        """``computePodResourceRequest``: the spec's requests. ``pod.requests`` is that already
+        unless a container status reports resources (then it is recomputed without them)."""
+        if pod.status_resources:
+            state.write(_PRE_FILTER_STATE, to_resource(pod_requests(pod.pod, use_status=False)))
         return None, None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         """``Insufficient {resource}`` (and ``Too many pods``) when the node's free allocatable is short."""
-        reasons, unresolvable = insufficient_resources(pod.requests, node, self.ignored, self.ignored_groups)
+        req: Resource = state.read(_PRE_FILTER_STATE) if pod.status_resources else pod.requests
+        reasons, unresolvable = insufficient_resources(req, node, self.ignored, self.ignored_groups)
         if not reasons:
             return None
         return Status.unresolvable(*reasons) if unresolvable else Status.unschedulable(*reasons)
@@ -175,7 +186,10 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
     @staticmethod
     @queueing_hint
     def is_schedulable_after_pod_event(pod: Pod, old: Pod | None, new: Pod | None) -> QueueingHint:
-        """Queue when an assigned pod was deleted or scaled down a resource the pod requests."""
+        """``isSchedulableAfterPodEvent``: Queue when a bound or nominated pod was deleted, the
+        pod itself was scaled down, or a bound pod's requests (with its status, so an actuated or
+        Infeasible resize counts) shrank in a resource the pod requests (cpu, memory,
+        ephemeral-storage or a scalar resource)."""
         if new is None:
             if old is not None and not old.spec.node_name and not old.status.nominated_node_name:
                 return QueueingHint.QUEUE_SKIP
@@ -186,28 +200,33 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
             return QueueingHint.QUEUE
         if not new.spec.node_name:
             return QueueingHint.QUEUE_SKIP
-        before, after, target = pod_requests(old), pod_requests(new), pod_requests(pod)
-        for name, v in target.items():
-            if v and before.get(name, 0) > after.get(name, 0):
+        before, after = to_resource(pod_requests(old)), to_resource(pod_requests(new))
+        for name, v in pod_requests(pod).items():
+            if not v:
+                continue
+            if name in ("cpu", "memory", "ephemeral-storage"):
+                if before.get(name) > after.get(name):
+                    return QueueingHint.QUEUE
+            elif is_scalar_resource_name(name) and before.scalar.get(name, 0) > after.scalar.get(name, 0):
                 return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP
 
     @staticmethod
     @queueing_hint
     def is_schedulable_after_node_change(pod: Pod, old: Node | None, new: Node | None) -> QueueingHint:
-        """Queue when a node was added with room for the pod or grew a resource the pod requests."""
-        pi = PodInfo(pod)
+        """Queue when a node was added with room for the pod or grew a resource the pod requests
+        (the pod's spec requests, as ``isFit`` and ``haveAnyRequestedResourcesIncreased``)."""
         if new is None:  # not registered for deletes; a deleted node frees nothing anyway
             return QueueingHint.QUEUE
+        r = to_resource(pod_requests(pod, use_status=False))
         ni = NodeInfo(new.metadata.name)
         ni.set_node(new)
-        if insufficient_resources(pi.requests, ni)[0]:
+        if insufficient_resources(r, ni)[0]:
             return QueueingHint.QUEUE_SKIP
         if old is None:
             return QueueingHint.QUEUE
         o = Resource.from_list(old.status.allocatable)
         m = ni.allocatable
-        r = pi.requests
         if m.allowed_pod_number > o.allowed_pod_number:
             return QueueingHint.QUEUE
         if (

@@ -1,0 +1,59 @@
+"""The workload objects whose selectors PodTopologySpread's default constraints use.
+
+``v1`` Service and ReplicationController, ``apps/v1`` ReplicaSet and StatefulSet (mirrors
+``k8s.io/api/core/v1/types.go`` and ``k8s.io/api/apps/v1/types.go``), declaring only their
+selectors: ``helper.DefaultSelector`` merges the selectors of the Services selecting a pod and of
+its controller into the selector of the system default constraints.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from ome_scheduler.api.meta import LabelSelector, ObjectMeta, Record
+
+
+class ServiceSpec(Record, gc=False):
+    """``v1.ServiceSpec``: ``selector`` (None: the Service selects no pod, not every pod)."""
+
+    selector: dict[str, str] | None = None
+
+
+class Service(Record):
+    """``v1.Service``."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: ServiceSpec = msgspec.field(default_factory=ServiceSpec)
+
+
+class ReplicationControllerSpec(Record, gc=False):
+    """``v1.ReplicationControllerSpec``: ``selector`` as a label map."""
+
+    selector: dict[str, str] | None = None
+
+
+class ReplicationController(Record):
+    """``v1.ReplicationController``."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: ReplicationControllerSpec = msgspec.field(default_factory=ReplicationControllerSpec)
+
+
+class SelectorSpec(Record, gc=False):
+    """``appsv1.ReplicaSetSpec`` / ``appsv1.StatefulSetSpec``: only ``selector`` (a ``metav1.LabelSelector``)."""
+
+    selector: LabelSelector | None = None
+
+
+class ReplicaSet(Record):
+    """``appsv1.ReplicaSet``."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: SelectorSpec = msgspec.field(default_factory=SelectorSpec)
+
+
+class StatefulSet(Record):
+    """``appsv1.StatefulSet``."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: SelectorSpec = msgspec.field(default_factory=SelectorSpec)
