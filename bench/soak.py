@@ -555,7 +555,8 @@ def write_report(out: Path, stem: str, result: dict[str, Any]) -> list[Path]:
         "",
         "| figure | value | goal |",
         "|---|---|---|",
-        f"| RSS slope (after the first {WARMUP_SHARE:.0%}) | {_fmt(f['rss_slope_mib_per_h'], 1)} MiB/h "
+        f"| RSS slope (after the first {result.get('warmup_s', result['minutes'] * 60 * WARMUP_SHARE) / 60:g} min) "
+        f"| {_fmt(f['rss_slope_mib_per_h'], 1)} MiB/h "
         f"({_fmt(f['rss_start_mib'], 0)} → {_fmt(f['rss_end_mib'], 0)} MiB, peak {_fmt(f['rss_peak_mib'], 0)}) "
         f"| ≤ {RSS_GOAL_MIB_H:g} MiB/h |",
         "| RSS slope before / during / after the faults | "
@@ -702,7 +703,7 @@ def run(args: argparse.Namespace) -> int:
         exits = 0 if s.sched.proc is not None and s.sched.proc.poll() is None else 1
         window = fault_window(duration)
         figures = {
-            "rss_slope_mib_per_h": rss_slope([(x["t"], x["rss_mib"]) for x in samples], duration * WARMUP_SHARE),
+            "rss_slope_mib_per_h": rss_slope([(x["t"], x["rss_mib"]) for x in samples], warmup_s(args, duration)),
             "rss_slope_by_phase": {
                 ph: rss_slope(
                     [(x["t"], x["rss_mib"]) for x in samples if phase_of(x["t"], window) == ph and x["t"] <= duration]
@@ -722,6 +723,7 @@ def run(args: argparse.Namespace) -> int:
         result = {
             "date": dt.date.today().isoformat(),
             "minutes": args.minutes,
+            "warmup_s": warmup_s(args, duration),
             "seed": args.seed,
             "command": " ".join(["python -m bench.soak", *args.argv]),
             "fault_window": list(window),
@@ -768,6 +770,14 @@ def run(args: argparse.Namespace) -> int:
         api.close()
 
 
+def warmup_s(args: argparse.Namespace, duration: float) -> float:
+    """Seconds at the start left out of the RSS slope: ``--warmup-minutes`` or WARMUP_SHARE of ``duration``."""
+    minutes: float | None = args.warmup_minutes
+    if minutes is None:
+        return duration * WARMUP_SHARE
+    return min(max(0.0, minutes * 60.0), duration)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line (``python -m bench.soak --help``); returns the exit status (2: the harness failed)."""
     p = argparse.ArgumentParser(prog="python -m bench.soak", description=(__doc__ or "").split("\n")[0])
@@ -776,6 +786,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=12)
     p.add_argument(
         "--faults", default=",".join(k for k, _, _ in CYCLE), help="fault kinds to inject (default: %(default)s)"
+    )
+    p.add_argument(
+        "--warmup-minutes",
+        type=float,
+        default=None,
+        help="minutes left out of the RSS slope at the start (default: the first 20%% of the run)",
     )
     p.add_argument("--keep", action="store_true", help="keep the state directory (scheduler and control-plane logs)")
     p.add_argument("--out", default="", help="report directory (default bench/results; --ci: .soak-results)")
