@@ -491,7 +491,61 @@ class Cluster:
             stop_group([rec], self._popen, self._log, timeout=stop_timeout)
         self._start(self._component(name))
         self._log(f"{name} restarted")
+        if name == "etcd":
+            self._probe_apiserver_after_etcd(stop_timeout)
         return time.monotonic() - t0
+
+    #: Reads that reach etcd through the per-resource etcd clients the tests lean on (a GET
+    #: without resourceVersion, or a consistent list, asks that resource's client for etcd's
+    #: current revision).
+    PROBE_PATHS: Final = (
+        "/api/v1/namespaces/default",
+        "/api/v1/nodes?limit=1",
+        "/api/v1/pods?limit=1",
+        "/api/v1/events?limit=1",
+        "/apis/coordination.k8s.io/v1/leases?limit=1",
+        "/apis/scheduling.x-k8s.io/v1alpha1/podgroups?limit=1",
+    )
+
+    def _apiserver_serves(self, timeout: float = 5.0) -> bool:
+        """True if kube-apiserver answers every :data:`PROBE_PATHS` read (any status below 500)
+        and a ConfigMap create and delete in ``default``, each within ``timeout`` seconds."""
+        probe = f"harness-etcd-probe-{os.getpid()}-{time.monotonic_ns()}"
+        cms = f"{self.server}/api/v1/namespaces/default/configmaps"
+        try:
+            with httpx.Client(verify=self._ssl_context(), timeout=timeout) as c:
+                if any(c.get(self.server + path).status_code >= 500 for path in self.PROBE_PATHS):
+                    return False
+                body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": probe}}
+                if c.post(cms, json=body).status_code != 201:
+                    return False
+                return c.delete(f"{cms}/{probe}").status_code == 200
+        except (httpx.HTTPError, OSError, ssl.SSLError):
+            return False
+
+    def _probe_apiserver_after_etcd(self, stop_timeout: float, within: float = 30.0) -> None:
+        """After an etcd restart, play the kubelet's liveness probe of a static-pod kube-apiserver.
+
+        kube-apiserver's etcd clients usually reconnect within seconds, but one can stay stuck,
+        so that every request on its resources times out until the apiserver restarts
+        (kubernetes/kubernetes#66312); on a real control plane the kubelet restarts it. If the
+        apiserver does not serve :meth:`_apiserver_serves` within ``within`` seconds, restart it
+        once (logged); ComponentStartError if it still does not serve after another 60 s.
+        """
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            if self._apiserver_serves():
+                return
+            time.sleep(0.5)
+        self._log(f"kube-apiserver serves no requests {within:g} s after etcd came back; restarting it")
+        self.restart_component("kube-apiserver", stop_timeout=stop_timeout)
+        deadline = time.monotonic() + 60.0
+        while time.monotonic() < deadline:
+            if self._apiserver_serves():
+                return
+            time.sleep(0.5)
+        log_file = self.log_dir / "kube-apiserver.log"
+        raise ComponentStartError("kube-apiserver", "serves no requests after etcd's restart and its own", log_file)
 
     def pause_component(self, name: str) -> None:
         """SIGSTOP control-plane component ``name`` (its process group): it keeps its sockets and
