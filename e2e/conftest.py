@@ -108,7 +108,9 @@ def clean_release(cluster: Cluster) -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def api(cluster: Cluster) -> Iterator[Api]:
-    """An API client for the test module (closed after it)."""
+    """An API client for the test module (closed after it), once the apiserver serves requests
+    (``Cluster.ensure_apiserver_serves``: one stuck after an earlier module's fault is restarted)."""
+    cluster.ensure_apiserver_serves()
     a = Api(cluster)
     yield a
     a.close()

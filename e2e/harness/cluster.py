@@ -492,7 +492,7 @@ class Cluster:
         self._start(self._component(name))
         self._log(f"{name} restarted")
         if name == "etcd":
-            self._probe_apiserver_after_etcd(stop_timeout)
+            self.ensure_apiserver_serves(stop_timeout=stop_timeout)
         return time.monotonic() - t0
 
     #: Reads that reach etcd through the per-resource etcd clients the tests lean on (a GET
@@ -523,11 +523,13 @@ class Cluster:
         except (httpx.HTTPError, OSError, ssl.SSLError):
             return False
 
-    def _probe_apiserver_after_etcd(self, stop_timeout: float, within: float = 30.0) -> None:
-        """After an etcd restart, play the kubelet's liveness probe of a static-pod kube-apiserver.
+    def ensure_apiserver_serves(self, *, within: float = 30.0, stop_timeout: float = 5.0) -> None:
+        """Play the kubelet's liveness probe of a static-pod kube-apiserver (after an etcd
+        restart, and before each e2e module).
 
-        kube-apiserver's etcd clients usually reconnect within seconds, but one can stay stuck,
-        so that every request on its resources times out until the apiserver restarts
+        kube-apiserver's etcd clients (one per resource) usually reconnect within seconds of an
+        etcd restart, but one can stay stuck, so that every request on its resource times out
+        until the apiserver restarts
         (kubernetes/kubernetes#66312); on a real control plane the kubelet restarts it. If the
         apiserver does not serve :meth:`_apiserver_serves` within ``within`` seconds, restart it
         once (logged); ComponentStartError if it still does not serve after another 60 s.
@@ -537,7 +539,7 @@ class Cluster:
             if self._apiserver_serves():
                 return
             time.sleep(0.5)
-        self._log(f"kube-apiserver serves no requests {within:g} s after etcd came back; restarting it")
+        self._log(f"kube-apiserver served no requests for {within:g} s; restarting it")
         self.restart_component("kube-apiserver", stop_timeout=stop_timeout)
         deadline = time.monotonic() + 60.0
         while time.monotonic() < deadline:
@@ -545,7 +547,7 @@ class Cluster:
                 return
             time.sleep(0.5)
         log_file = self.log_dir / "kube-apiserver.log"
-        raise ComponentStartError("kube-apiserver", "serves no requests after etcd's restart and its own", log_file)
+        raise ComponentStartError("kube-apiserver", "serves no requests, even after its restart", log_file)
 
     def pause_component(self, name: str) -> None:
         """SIGSTOP control-plane component ``name`` (its process group): it keeps its sockets and
