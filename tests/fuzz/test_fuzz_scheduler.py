@@ -290,14 +290,14 @@ def run_world(mode: str, data: st.DataObject) -> None:
     asyncio.run(main())
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(900)
 @FUZZ_SETTINGS
 @given(data=st.data())
 def test_accepted_objects_as_json_through_the_informers(data: st.DataObject) -> None:
     run_world("json", data)
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(900)
 @FUZZ_SETTINGS
 @given(data=st.data())
 def test_accepted_objects_as_records_through_the_handlers(data: st.DataObject) -> None:
