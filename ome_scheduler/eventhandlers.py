@@ -163,12 +163,15 @@ class EventHandlers:
 
     def on_pod_delete(self, pod: Pod) -> None:
         """``deletePodFromCache`` / ``deletePodFromSchedulingQueue``: also rejects its Permit wait."""
-        self.pods.pop(f"{pod.metadata.namespace}/{pod.metadata.name}", None)
+        known = self.pods.pop(f"{pod.metadata.namespace}/{pod.metadata.name}", None)
         self.pod_groups.unindex_pod(pod.metadata.namespace, pod.metadata.name)
         key = pod_key(pod.metadata)
         if pod.spec.node_name and not self.cache.is_assumed(key):
             self.cache.remove_pod(key)
             self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, pod, None)
+            member = known if known is not None else PodInfo(pod)
+            if member.gang:
+                self.pod_groups.member_left(member)
             return
         if self._responsible(pod):
             self.queue.delete(key)

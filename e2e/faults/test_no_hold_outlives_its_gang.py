@@ -5,10 +5,11 @@ that holds a domain and cannot complete, and checks that the hold ends within th
 ``scheduleTimeoutSeconds`` and the capacity is usable afterwards:
 
 * a partly bound gang whose domain lost a node (the node is deleted, its member deleted as the
-  pod garbage collector would and re-created as a job controller would): the gang's drained pin
-  holds nothing, so the domain's free capacity is usable at once; a scheduler started then (a
-  restart, a new leader) adopts the domain from the bound members and holds it, keeping a
-  standalone pod out only until the timeout; a node added back then completes the gang;
+  pod garbage collector would and re-created as a job controller would): the running scheduler
+  holds the domain for the missing member (rule 11, a ``Repairing`` event), keeping a standalone
+  pod out only until the timeout; a scheduler started then (a restart, a new leader) adopts the
+  domain from the bound members and holds it the same way; a node added back then completes the
+  gang;
 * a gang with a member that can never fit (it requires a pod that does not exist next to it):
   its pins hold nothing past the timeout, and a standalone pod binds in the domain;
 * a member gated by ``schedulingGates``: covered by
@@ -89,11 +90,16 @@ def test_a_partly_bound_gang_whose_domain_lost_a_node_holds_it_only_until_its_ti
             t0 = time.monotonic()
             api.create_pod(pod("g-3", ns, gang="g", scheduler=me, anti_affinity_on=HOSTNAME))
             wait_message(api, ns, "g-3", "cannot fit all remaining gang members", timeout=30)
-            # The gang's pin drained when it completed: it holds nothing, the rest of the domain
-            # (CPU) is usable at once.
+            # Rule 11: the gang completed and lost a member, so the running scheduler holds its
+            # domain for the missing one, but only for scheduleTimeoutSeconds.
+            repairing = wait_for("the Repairing event", lambda: pod_group_events(api, ns, "g", "Repairing"), timeout=10)
+            assert f"holding {dk}=a for 1 missing member(s)" in repairing[-1]["note"], repairing[-1]["note"]
             api.create_pod(pod("solo-1", ns, gpu=0, cpu="100m", scheduler=me, node_selector={dk: "a"}))
-            wait_bound(api, ns, ["solo-1"], timeout=TIMEOUT_S + SLACK_S)
-            record_measurement("partly bound gang lost a node: standalone pod bound", time.monotonic() - t0)
+            wait_message(api, ns, "solo-1", "reserved for a forming gang", timeout=20)
+            wait_bound(api, ns, ["solo-1"], timeout=TIMEOUT_S + SLACK_S + 5)
+            held = time.monotonic() - t0
+            record_measurement("partly bound gang lost a node: repair hold ended, standalone pod bound", held)
+            assert held <= TIMEOUT_S + SLACK_S + 5, f"the repair hold lasted {held:.1f} s (timeout {TIMEOUT_S} s)"
             # A scheduler that starts now (a restart, a new leader) adopts the domain from the bound
             # members and holds it for the missing one, but only for scheduleTimeoutSeconds.
             first.stop()

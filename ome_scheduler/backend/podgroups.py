@@ -46,6 +46,7 @@ class PodGroupState:
         self._gang_of_pod: dict[str, GangKey] = {}
         self._listeners: list[PodGroupListener] = []
         self._unresolvable_listeners: list[Callable[[PodInfo, str, str], None]] = []
+        self._member_left_listeners: list[Callable[[PodInfo], None]] = []
         self._placements: dict[GangKey, GangPlacement | None] = {}
         """Gang -> its last reported placement (None: released since; absent: never reported)."""
         self._reasons: dict[GangKey, str] = {}
@@ -118,6 +119,16 @@ class PodGroupState:
     def subscribe_unresolvable(self, listener: Callable[[PodInfo, str, str], None]) -> None:
         """Call ``listener(member, plugin, message)`` for every :meth:`member_unresolvable`."""
         self._unresolvable_listeners.append(listener)
+
+    def subscribe_member_left(self, listener: Callable[[PodInfo], None]) -> None:
+        """Call ``listener(member)`` for every :meth:`member_left`."""
+        self._member_left_listeners.append(listener)
+
+    def member_left(self, member: PodInfo) -> None:
+        """The event handlers' report: ``member``, bound, was deleted and left the cache.
+        Passed to the subscribers (OMEGangPack: product rule 11), in subscription order."""
+        for listener in self._member_left_listeners:
+            listener(member)
 
     def member_unresolvable(self, member: PodInfo, plugin: str, message: str) -> None:
         """The scheduling cycle's report: ``member``'s attempt failed because ``plugin``'s

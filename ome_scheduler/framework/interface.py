@@ -110,6 +110,11 @@ class PodGroupLister(Protocol):
         ``plugin``'s PreFilter found it UnschedulableAndUnresolvable (no node can take it)."""
         ...
 
+    def subscribe_member_left(self, listener: Callable[[PodInfo], None]) -> None:
+        """Call ``listener(member)`` after a bound member of a gang was deleted (the cache no
+        longer counts it): OMEGangPack's rule 11."""
+        ...
+
 
 class Handle(Protocol):
     """What plugins may ask of the scheduler (``framework.Handle``), without any I/O."""

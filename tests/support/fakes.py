@@ -60,6 +60,9 @@ class FakePodGroups:
     def subscribe_unresolvable(self, listener: Callable[[PodInfo, str, str], None]) -> None:
         self.h.unresolvable_listeners.append(listener)
 
+    def subscribe_member_left(self, listener: Callable[[PodInfo], None]) -> None:
+        self.h.member_left_listeners.append(listener)
+
 
 class FakeHandle:
     def __init__(self) -> None:
@@ -72,6 +75,7 @@ class FakeHandle:
         self.unresolvable_members: dict[str, tuple[str, str]] = {}
         """Pod name -> (plugin, message) another plugin's PreFilter would give it."""
         self.unresolvable_listeners: list[Callable[[PodInfo, str, str], None]] = []
+        self.member_left_listeners: list[Callable[[PodInfo], None]] = []
         self.waiting: dict[str, FakeWaitingPod] = {}
         self.namespaces: dict[str, Namespace] = {}
         self.listeners: list[Callable[[PodGroup | None, PodGroup | None], None]] = []

@@ -27,7 +27,7 @@ from ome_scheduler.framework.types import GangKey, GangPlacement, PodInfo, gang_
 from ome_scheduler.logs import get_logger
 from ome_scheduler.plugins.gangpack.gang import Gang, permit_timeout, topology_key_of
 from ome_scheduler.plugins.gangpack.metrics import GangMetrics, refresh_domain_gauges
-from ome_scheduler.plugins.gangpack.pins import ANY_PIN, Pin
+from ome_scheduler.plugins.gangpack.pins import ANY_PIN, Domain, Pin
 from ome_scheduler.plugins.gangpack.planner import PinPlanner
 from ome_scheduler.plugins.gangpack.state import NAME, GangState
 from ome_scheduler.util.timestamps import parse_rfc3339
@@ -225,6 +225,75 @@ class GangManager(GangState):
                 why = f"node {name} left the domain while {pi.key} waited on it"
                 self.release(pi.gang_key, pin.owner, pin.token, unwind=False, why=why)
                 self.metrics.pin("stale_replan")
+        if new is None:
+            for key in [k for k, p in self.pins.by_group.items() if p.remaining == 0]:
+                self.repair(key, f"node {name} was deleted")
+
+    # ---- rule 11: a bound gang keeps its place -----------------------------------------------
+
+    def on_member_left(self, member: PodInfo) -> None:
+        """Rule 11: a bound member was deleted (the cache no longer counts it)."""
+        self.repair(member.gang_key, f"member {member.key} was deleted")
+
+    def repair(self, key: GangKey, why: str) -> bool:
+        """Rule 11: when gang ``key`` has fewer than ``minMember`` placed members, all in one
+        domain, and either had completed (its pin is drained) or has no pin (as after a
+        restart), hold that domain for the missing ones. A drained pin's reservation re-opens
+        with a hold of the gang's ``scheduleTimeoutSeconds`` from now and a Normal
+        ``Repairing`` event; without a pin the domain is adopted (rule 7, an ``Adopted`` event)
+        with a hold only within the gang's hold window (rule 8).
+        Returns whether a hold started. A gang still forming, without a PodGroup, without a
+        timeout (no hold may start, rule 8), with placed members in several domains, or none
+        placed by this profile's scheduler name is left alone (PreFilter still adopts)."""
+        parts = split_gang_key(key)
+        pg = self.handle.pod_groups().get(*parts) if parts else None
+        if pg is None:
+            return False
+        timeout = permit_timeout(pg, self.args)
+        pin = self.pins.get(key)
+        if timeout <= 0 or (pin is not None and (pin.remaining > 0 or (pin.owner and pin.owner != pg.metadata.uid))):
+            return False
+        placed_members = self.handle.pod_groups().placed_members(key)
+        if not any(p.pod.spec.scheduler_name == self.scheduler_name for p, _ in placed_members):
+            return False  # another scheduler's (or profile's) gang
+        tk = topology_key_of(pg, self.args)
+        placed = [n for _, n in placed_members if n is not None]
+        domains = {n.labels.get(tk, "") for n in placed}
+        missing = (pg.spec.min_member or 0) - len(placed)
+        if missing <= 0 or len(domains) != 1 or "" in domains:
+            return False
+        domain = next(iter(domains))
+        if pin is not None and pin.domain != Domain(tk, domain):
+            return False
+        now = time.monotonic()
+        if pin is None:
+            # Adoption (rule 7) ahead of the members' PreFilter, within the hold window (rule 8:
+            # on a scheduler that just started it starts now; one that expired stays expired).
+            start = self.forming_since.setdefault(key, now)
+            if now - start >= timeout:
+                return False
+            pin = self.pins.set_reservation(key, pg.metadata.uid, tk, domain, missing, (), holding=True)
+            pin.hold_until = start + timeout
+            self.metrics.pin("adopted")
+            note = f"adopted {tk}={domain}, where {len(placed)} members are already placed, holding it"
+            self.pod_group_event(key, "Normal", "Adopted", note)
+        else:
+            self.pins.reopen(key, missing)
+            self.forming_since[key] = now  # completed: a fresh hold window
+            pin.hold_until = now + timeout
+            note = f"{why}: holding {tk}={domain} for {missing} missing member(s), at most {timeout}s"
+            self.pod_group_event(key, "Normal", "Repairing", note)
+        self.failed.pop((key, pg.metadata.uid), None)
+        log.info("gangpack.repair", v=2, gang=key, domain=domain, topologyKey=tk, missing=missing)
+        self.metrics.pinned_groups(len(self.pins))
+        self.report(key)
+        return True
+
+    def repair_all(self) -> None:
+        """Rule 11 for every PodGroup (the first GC after a start or a leader change: a
+        restarted scheduler holds for a gang that lost members before it started leading)."""
+        for key in self.handle.pod_groups().live_gang_keys():
+            self.repair(key, "found with members missing")
 
     def gc(self) -> None:
         """§7: release pins of gangs with no live pod, or whose PodGroup is gone or re-created."""

@@ -167,6 +167,16 @@ class PinStore:
         c.remaining = remaining
         return remaining > 0
 
+    def reopen(self, group: GangKey, remaining: int) -> bool:
+        """Re-open a drained pin's reservation with a hold (rule 11: a bound gang lost members);
+        returns whether it did (False: no pin, or it still reserves slots)."""
+        c = self.by_group.get(group)
+        if c is None or c.remaining > 0:
+            return False
+        c.holding = True  # at 0 remaining no counts were kept, with or without a hold
+        self._set_remaining(c, remaining)
+        return c.remaining > 0
+
     def set_remaining_if(self, group: GangKey, token: int, remaining: int) -> bool:
         """Resize the pin's reservation (the gang's size changed) if the gang's pin has
         ``token``; returns whether the pin is now drained."""

@@ -101,6 +101,7 @@ class OMEGangPack(
         self.hints = GangHints(args, handle.pod_groups(), self.gangs.pins)
         handle.pod_groups().subscribe(self.gangs.on_pod_group_change)
         handle.pod_groups().subscribe_unresolvable(self._member_unresolvable)
+        handle.pod_groups().subscribe_member_left(self.gangs.on_member_left)
         handle.subscribe_node_changes(self.gangs.on_node_change)
 
     def _member_unresolvable(self, member: PodInfo, plugin: str, message: str) -> None:
@@ -114,14 +115,18 @@ class OMEGangPack(
         return self.gangs.check_state(truth)
 
     def background_tasks(self) -> Sequence[BackgroundTask]:
-        """The gang GC every ``gcIntervalSeconds`` (§7), the domain gauges every 10 s and the
-        hold expiry every second (rule 8)."""
+        """The gang GC every ``gcIntervalSeconds`` (§7), the domain gauges every 10 s, the
+        hold expiry every second (rule 8), and the repair sweep at the start of leading and
+        every ``gcIntervalSeconds`` (rule 11)."""
         return (
             BackgroundTask("gangpack.gc", float(self.args.gc_interval_seconds), self.gangs.gc),
             BackgroundTask(
                 "gangpack.domain_gauges", DOMAIN_GAUGE_INTERVAL, self.gangs.refresh_domain_gauges, run_at_start=True
             ),
             BackgroundTask("gangpack.hold_expiry", HOLD_EXPIRY_INTERVAL, self.gangs.expire_holds),
+            BackgroundTask(
+                "gangpack.repair", float(self.args.gc_interval_seconds), self.gangs.repair_all, run_at_start=True
+            ),
         )
 
     def informer_sync_waits(self) -> Mapping[str, float]:
