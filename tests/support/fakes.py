@@ -7,6 +7,7 @@ from typing import Any
 
 from ome_scheduler.api.core import Namespace, Node, Pod
 from ome_scheduler.api.scheduling import PodGroup
+from ome_scheduler.api.workloads import LeaderWorkerSet
 from ome_scheduler.framework.types import AffinityTerm, GangKey, NodeInfo, PodInfo
 from ome_scheduler.util.labels import Selector
 
@@ -78,6 +79,7 @@ class FakeHandle:
         self.node_listeners: list[Callable[[Node | None, Node | None], None]] = []
         self.events: list[tuple[str, str, str, str]] = []
         self.placements: dict[str, Any] = {}
+        self.lws: dict[tuple[str, str], LeaderWorkerSet] = {}
 
     # setup helpers
     def add_node(self, node: Node, pods: Sequence[Pod] = ()) -> NodeInfo:
@@ -142,6 +144,9 @@ class FakeHandle:
 
     def namespace_names(self) -> Iterable[str]:
         return list(self.namespaces)
+
+    def leader_worker_set(self, namespace: str, name: str) -> LeaderWorkerSet | None:
+        return self.lws.get((namespace, name))
 
     def event_recorder(self) -> FakeHandle:
         return self
