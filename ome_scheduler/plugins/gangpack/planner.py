@@ -195,6 +195,10 @@ class PinPlanner:
         templates = [pod] + [
             p for p in live if p.name != pod.name and not p.pod.spec.node_name and p.name not in placed.names
         ]
+        if len(templates) < need and gang.leader_first:
+            # §2.1: a LeaderReady group's workers do not exist until its leader runs; the
+            # leader's shape stands in for each of them, so the domain chosen has their room.
+            templates += [pod] * (need - len(templates))
         if len(templates) < need:
             incomplete.add(key)
             return Status.unschedulable(f"waiting for all PodGroup member templates for {key}")
