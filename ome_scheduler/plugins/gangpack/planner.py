@@ -90,6 +90,7 @@ class PinPlanner:
         placed = self._scan_placement(gang, pin)
         if isinstance(placed, Status):
             return placed
+        pin = self._follow_lws_group(gang, pin, placed)
         need = max(1, gang.min_member - placed.count)
         templates = self._member_templates(pod, gang, pin, placed, need)
         if isinstance(templates, Status):
@@ -163,7 +164,12 @@ class PinPlanner:
         placed member is outside the pinned domain (rule 9: the pin is released) or the placed
         members span several domains."""
         key, tk = gang.key, gang.topology_key
-        members = [(p, n) for p, n in self.handle.pod_groups().placed_members(key) if n is not None]
+        lws = gang.source == "LeaderWorkerSet"  # §2.1: a re-created group reuses its pods' names
+        members = [
+            (p, n)
+            for p, n in self.handle.pod_groups().placed_members(key)
+            if n is not None and not (lws and p.pod.metadata.deletion_timestamp is not None)
+        ]
         domains = {n.labels.get(tk, "") for _, n in members}
         if pin is not None and pin.domain.topology_key == tk and domains - {pin.domain.value}:
             # Rule 9: a placed member's node left the pinned domain (relabelled or unlabelled):
@@ -182,6 +188,22 @@ class PinPlanner:
         if "" in domains or len(domains) > 1:
             return Status.unresolvable(f"gang {key} already has members in multiple topology domains")
         return Placement(members, {p.name for p, _ in members}, next(iter(domains), ""))
+
+    def _follow_lws_group(self, gang: Gang, pin: Pin | None, placed: Placement) -> Pin | None:
+        """§2.1: an LWS group has no PodGroup UID to tell its incarnations apart. A drained pin
+        with no member placed (the group was deleted and re-created) is released, so the new
+        group is planned afresh; one with members missing (a pod came back alone) reserves them
+        again, so the gate counts them."""
+        if gang.source != "LeaderWorkerSet" or pin is None or pin.remaining > 0:
+            return pin
+        if self.state.waiters(gang.key, pin.token):
+            return pin
+        if placed.count == 0:
+            self.state.release(gang.key, pin.owner, pin.token, unwind=False, why="its group was re-created")
+            return None
+        if gang.min_member > placed.count:
+            self.pins.set_remaining_if(gang.key, pin.token, gang.min_member - placed.count)
+        return pin
 
     def _member_templates(
         self, pod: PodInfo, gang: Gang, pin: Pin | None, placed: Placement, need: int
