@@ -161,3 +161,36 @@ def test_lws_gangs_off_leaves_lws_pods_standalone() -> None:
     assert not pi.gang
     r, s, st = prefilter(p, h, pi)
     assert r is None and s is None and st.get(PIN_KEY) is None
+
+
+def test_a_re_created_group_is_planned_afresh_and_a_returning_worker_is_gated() -> None:
+    """No UID tells a group's incarnations apart: once the old pods are gone (or terminating),
+    the drained pin is released and the new group waits for all its members again; a single
+    worker that comes back to a bound group is admitted as the last member."""
+    h = FakeHandle()
+    domains(h, {"big": 4})
+    p, _ = plugin(h, topologyKey=DK)
+    pods = group(h, "g", 0)
+    placed = {}
+    for pi in pods:
+        node, _, _ = schedule(p, h, pi)
+        placed[pi.name] = node
+    for pi in pods:
+        h.bind(pi.pod, placed[pi.name])
+    key = pods[0].gang_key
+    assert p.gangs.pins.get(key) is not None and p.gangs.pins.get(key).remaining == 0  # type: ignore[union-attr]
+    # A worker comes back alone (restartPolicy None): 3 placed, it completes the gang.
+    gone = pods[3]
+    h.forget(h.nodes[placed[gone.name]].pods[gone.pod_key], placed[gone.name])
+    back = h.add_pod(lws_pod("g-0-3", "g", 0, 3))
+    _, _, ps = schedule(p, h, back)
+    assert ps is None
+    # The whole group is re-created under the same names: the old pods are gone, so the new
+    # leader finds the drained pin with nothing placed, and waits for its whole group again.
+    for ni in h.nodes.values():
+        for pk in list(ni.pods):
+            ni.remove_pod(pk)
+    h.pods.clear()
+    fresh = [h.add_pod(lws_pod("g-0" + (f"-{w}" if w else ""), "g", 0, w)) for w in range(4)]
+    verdicts = [schedule(p, h, pi)[2] for pi in fresh]
+    assert [v is None for v in verdicts] == [False, False, False, True]
