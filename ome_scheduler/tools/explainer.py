@@ -184,11 +184,12 @@ class Explainer:
         """The gang names of LeaderWorkerSet ``namespace/name``'s groups (by group index), from
         its pods (``framework/gangsource.py``); empty when LWS gangs are off or it has none."""
         seen = {
-            p.gang
-            for p in self.sch.pods.values()
-            if p.namespace == namespace
-            and p.pod.metadata.labels.get(LWS_NAME_LABEL) == name
-            and source_of(p.gang) == "LeaderWorkerSet"
+            g
+            for p in self.snapshot.pods
+            if p.metadata.namespace == namespace
+            and p.metadata.labels.get(LWS_NAME_LABEL) == name
+            and source_of(g := gang_name(p.metadata)) == "LeaderWorkerSet"
+            and g
         }
         return sorted(seen, key=lambda g: (len(g), g))
 
