@@ -266,6 +266,10 @@ class Scheduler:
         """A LeaderWorkerSet from the informer cache (``plugins/workloads.py``), or None."""
         return self.workloads.leader_worker_set(namespace, name)
 
+    def lws_leader_uid(self, pod: Pod) -> str:
+        """The leader UID of ``pod``'s LWS group incarnation (``plugins/workloads.py``), or ``""``."""
+        return self.workloads.lws_leader_uid(pod)
+
     def default_spread_selector(self, pod: Pod) -> Selector:
         """``helper.DefaultSelector``: the workload selector of ``pod`` for PodTopologySpread's
         default constraints (``plugins/workloads.py``)."""

@@ -156,6 +156,10 @@ class Handle(Protocol):
         """A LeaderWorkerSet from the informer cache, or None (missing, or the CRD is absent)."""
         ...
 
+    def lws_leader_uid(self, pod: Pod) -> str:
+        """The UID of the leader of the LWS group incarnation ``pod`` belongs to (``""``: unknown)."""
+        ...
+
     def event_recorder(self) -> EventRecorder:
         """Where plugins record events (``framework.Handle.EventRecorder``)."""
         ...

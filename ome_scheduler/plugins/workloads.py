@@ -15,6 +15,8 @@ from ome_scheduler.api.core import Pod
 from ome_scheduler.api.workloads import LeaderWorkerSet, ReplicaSet, ReplicationController, Service, StatefulSet
 from ome_scheduler.util.labels import Selector
 
+LWS = "leaderworkerset.sigs.k8s.io/"
+
 
 def _key(namespace: str, name: str) -> str:
     return f"{namespace}/{name}"
@@ -30,6 +32,20 @@ class WorkloadStore:
         self._replica_sets: dict[str, ReplicaSet] = {}
         self._stateful_sets: dict[str, StatefulSet] = {}
         self._lws: dict[str, LeaderWorkerSet] = {}
+
+    def lws_leader_uid(self, pod: Pod) -> str:
+        """The UID of the leader whose group incarnation ``pod`` belongs to: a leader's own
+        (``worker-index`` 0); a worker's is its StatefulSet's controller, the leader pod (the
+        LWS controller, v0.5.1); ``""`` when the StatefulSet is not in the store."""
+        md = pod.metadata
+        if md.labels.get(LWS + "worker-index") == "0":
+            return md.uid
+        owner = next((r for r in md.owner_references if r.controller and r.kind == "StatefulSet"), None)
+        sts = self._stateful_sets.get(_key(md.namespace, owner.name)) if owner is not None else None
+        if sts is None:
+            return ""
+        leader = next((r for r in sts.metadata.owner_references if r.kind == "Pod"), None)
+        return leader.uid if leader is not None else ""
 
     def leader_worker_set(self, namespace: str, name: str) -> LeaderWorkerSet | None:
         """The LeaderWorkerSet from the informer cache, or None (missing, or the CRD is absent)."""

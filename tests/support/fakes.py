@@ -80,6 +80,8 @@ class FakeHandle:
         self.events: list[tuple[str, str, str, str]] = []
         self.placements: dict[str, Any] = {}
         self.lws: dict[tuple[str, str], LeaderWorkerSet] = {}
+        self.lws_leaders: dict[str, str] = {}
+        """Pod name -> the leader UID of its LWS group incarnation."""
 
     # setup helpers
     def add_node(self, node: Node, pods: Sequence[Pod] = ()) -> NodeInfo:
@@ -147,6 +149,9 @@ class FakeHandle:
 
     def leader_worker_set(self, namespace: str, name: str) -> LeaderWorkerSet | None:
         return self.lws.get((namespace, name))
+
+    def lws_leader_uid(self, pod: Pod) -> str:
+        return self.lws_leaders.get(pod.metadata.name, "")
 
     def event_recorder(self) -> FakeHandle:
         return self

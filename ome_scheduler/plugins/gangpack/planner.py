@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import msgspec
 
 from ome_scheduler.api.core import Pod
+from ome_scheduler.framework.gangsource import is_lws_leader
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.logs import enabled, get_logger
@@ -164,12 +165,9 @@ class PinPlanner:
         placed member is outside the pinned domain (rule 9: the pin is released) or the placed
         members span several domains."""
         key, tk = gang.key, gang.topology_key
-        lws = gang.source == "LeaderWorkerSet"  # §2.1: a re-created group reuses its pods' names
-        members = [
-            (p, n)
-            for p, n in self.handle.pod_groups().placed_members(key)
-            if n is not None and not (lws and p.pod.metadata.deletion_timestamp is not None)
-        ]
+        members = [(p, n) for p, n in self.handle.pod_groups().placed_members(key) if n is not None]
+        if gang.source == "LeaderWorkerSet":
+            members = self._current_incarnation(gang, members)
         domains = {n.labels.get(tk, "") for _, n in members}
         if pin is not None and pin.domain.topology_key == tk and domains - {pin.domain.value}:
             # Rule 9: a placed member's node left the pinned domain (relabelled or unlabelled):
@@ -188,6 +186,18 @@ class PinPlanner:
         if "" in domains or len(domains) > 1:
             return Status.unresolvable(f"gang {key} already has members in multiple topology domains")
         return Placement(members, {p.name for p, _ in members}, next(iter(domains), ""))
+
+    def _current_incarnation(
+        self, gang: Gang, members: list[tuple[PodInfo, NodeInfo]]
+    ) -> list[tuple[PodInfo, NodeInfo]]:
+        """§2.1: a re-created LWS group reuses its pods' names, so the placed members of the old
+        one (terminating, or workers of a leader that is gone) are not the new one's."""
+        live = [p for p in members if p[0].pod.metadata.deletion_timestamp is None]
+        leaders = [p.uid for p in self.state.live_members(gang.key) if is_lws_leader(p.pod.metadata)]
+        if len(leaders) != 1:
+            return live
+        uid = leaders[0]
+        return [(p, n) for p, n in live if self.handle.lws_leader_uid(p.pod) in ("", uid)]
 
     def _follow_lws_group(self, gang: Gang, pin: Pin | None, placed: Placement) -> Pin | None:
         """§2.1: an LWS group has no PodGroup UID to tell its incarnations apart. A drained pin
