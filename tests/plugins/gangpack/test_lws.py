@@ -194,3 +194,25 @@ def test_a_re_created_group_is_planned_afresh_and_a_returning_worker_is_gated() 
     fresh = [h.add_pod(lws_pod("g-0" + (f"-{w}" if w else ""), "g", 0, w)) for w in range(4)]
     verdicts = [schedule(p, h, pi)[2] for pi in fresh]
     assert [v is None for v in verdicts] == [False, False, False, True]
+
+
+def test_the_old_incarnations_workers_are_not_the_new_groups_members() -> None:
+    """The controller re-creates the leader first; the old workers (their StatefulSet owned by
+    the old leader) are still bound for a moment. They do not count for the new leader, whose
+    group waits for its own workers."""
+    h = FakeHandle()
+    domains(h, {"big": 4})
+    p, _ = plugin(h, topologyKey=DK)
+    pods = group(h, "g", 0)
+    for pi in pods:
+        node, _, _ = schedule(p, h, pi)
+        h.bind(pi.pod, node)
+    old_leader = pods[0]
+    for pi in pods[1:]:
+        h.lws_leaders[pi.name] = old_leader.uid
+    node = next(n for n in h.nodes.values() if old_leader.pod_key in n.pods)
+    h.forget(node.pods[old_leader.pod_key], node.name)
+    del h.pods[old_leader.key]
+    new_leader = h.add_pod(lws_pod("g-0", "g", 0, 0))
+    _, s, _ = prefilter(p, h, new_leader)
+    assert s is not None and "waiting for all PodGroup member templates" in s.message()
