@@ -48,12 +48,15 @@ LWS_GANG_PREFIX: Final = "lws:"
 GangSource = Literal["PodGroup", "LeaderWorkerSet"]
 """Where a gang's definition comes from."""
 
-_settings = {"lws_gangs": True}
+_settings = {"lws_gangs": True, "fallback_topology_key": True}
 
 
-def configure(*, lws_gangs: bool) -> None:
-    """Turn LWS groups as gangs on or off for this process (OMEGangPack's ``lwsGangs``)."""
+def configure(*, lws_gangs: bool, fallback_topology_key: bool = True) -> None:
+    """Turn LWS groups as gangs on or off for this process (OMEGangPack's ``lwsGangs``), and
+    say whether a ``topologyKey`` is configured: without one, an LWS group whose pods name no
+    ``exclusive-topology`` has no domain to share, and its pods stay standalone."""
     _settings["lws_gangs"] = lws_gangs
+    _settings["fallback_topology_key"] = fallback_topology_key
 
 
 def lws_gangs_enabled() -> bool:
@@ -73,11 +76,15 @@ def lws_gang_name(labels: Mapping[str, str]) -> str:
 
 def gang_name(meta: ObjectMeta) -> str:
     """The gang a pod belongs to (``""``: standalone): its PodGroup label when set, else its
-    LWS group's gang name when LWS gangs are on."""
+    LWS group's gang name when LWS gangs are on and the group has a topology key (its
+    ``exclusive-topology`` annotations, or the configured ``topologyKey``)."""
     pg = meta.labels.get(POD_GROUP_LABEL, "")
     if pg or not _settings["lws_gangs"]:
         return pg
-    return lws_gang_name(meta.labels)
+    name = lws_gang_name(meta.labels)
+    if name and not _settings["fallback_topology_key"] and not lws_topology_key(meta):
+        return ""  # no domain to share: standalone, as without LWS gangs
+    return name
 
 
 def source_of(name: str) -> GangSource:

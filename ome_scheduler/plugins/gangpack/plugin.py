@@ -99,7 +99,8 @@ class OMEGangPack(
     ) -> None:
         self.args = args
         self.handle = handle
-        gangsource.configure(lws_gangs=args.lws_gangs)  # §2.1: which pods are members at all
+        # §2.1: which pods are members at all
+        gangsource.configure(lws_gangs=args.lws_gangs, fallback_topology_key=bool(args.topology_key))
         self.gangs = GangManager(args, handle, GangMetrics(metrics), scheduler_name)
         self.hints = GangHints(args, handle.pod_groups(), self.gangs.pins)
         handle.pod_groups().subscribe(self.gangs.on_pod_group_change)

@@ -110,8 +110,8 @@ def test_exclusive_topology_annotation_names_the_domain_and_size_is_required() -
     _, s, st = prefilter(p, h, pi)
     assert s is None and st.read(PIN_KEY).topology_key == DK
     bare = h.add_pod(lws_pod("y-0", "y", 0, 0))
-    _, s, _ = prefilter(p, h, bare)
-    assert s is not None and "must declare leaderworkerset.sigs.k8s.io/exclusive-topology" in s.message()
+    _, s, st = prefilter(p, h, bare)
+    assert s is None and st.get(PIN_KEY) is None  # no domain to share: standalone
     nosize = lws_pod("z-0", "z", 0, 0, ann={L + "exclusive-topology": DK})
     nosize = msgspec.structs.replace(nosize, metadata=msgspec.structs.replace(nosize.metadata, annotations={}))
     _, s, _ = prefilter(p, h, h.add_pod(nosize))
@@ -216,3 +216,11 @@ def test_the_old_incarnations_workers_are_not_the_new_groups_members() -> None:
     new_leader = h.add_pod(lws_pod("g-0", "g", 0, 0))
     _, s, _ = prefilter(p, h, new_leader)
     assert s is not None and "waiting for all PodGroup member templates" in s.message()
+
+
+def test_without_any_topology_key_an_lws_group_stays_standalone() -> None:
+    """No ``exclusive-topology`` and no ``topologyKey``: nothing to share, so no gang."""
+    h = FakeHandle()
+    plugin(h)  # no topologyKey
+    assert not h.add_pod(lws_pod("w-0", "w", 0, 0)).gang
+    assert h.add_pod(lws_pod("x-0", "x", 0, 0, ann={L + "exclusive-topology": DK})).gang == "lws:x:0"
