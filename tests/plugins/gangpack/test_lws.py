@@ -113,7 +113,8 @@ def test_exclusive_topology_annotation_names_the_domain_and_size_is_required() -
     _, s, st = prefilter(p, h, bare)
     assert s is None and st.get(PIN_KEY) is None  # no domain to share: standalone
     nosize = lws_pod("z-0", "z", 0, 0, ann={L + "exclusive-topology": DK})
-    nosize = msgspec.structs.replace(nosize, metadata=msgspec.structs.replace(nosize.metadata, annotations={}))
+    no_size = {L + "exclusive-topology": DK}
+    nosize = msgspec.structs.replace(nosize, metadata=msgspec.structs.replace(nosize.metadata, annotations=no_size))
     _, s, _ = prefilter(p, h, h.add_pod(nosize))
     assert s is not None and "has no positive leaderworkerset.sigs.k8s.io/size" in s.message()
 
