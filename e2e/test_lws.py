@@ -7,14 +7,13 @@ processes (``e2e/harness/serving.py``), and ome-scheduler runs as the chart conf
 ``scheduler.plugin.topologyKey: nvidia.com/gpu.clique``, the fallback domain of a gang whose
 objects name none (``gcIntervalSeconds`` lowered to 2 s).
 
-These tests describe the target of issue 25: an LWS group is a gang (its pods share
-``leaderworkerset.sigs.k8s.io/name`` and ``group-index``; size from the
-``leaderworkerset.sigs.k8s.io/size`` annotation), bound whole in one domain. Until the scheduler
-does that, the tests marked ``xfail(strict=True)`` fail (an unexpected pass is reported as a
-failure: then remove the mark). Each test sets its scene so that today's placement is wrong for
-certain, not by chance: standalone pods are packed into the fullest clique
+An LWS group is a gang (issue 25; design §2.1): its pods share ``leaderworkerset.sigs.k8s.io/name``
+and ``group-index``, its size is the ``leaderworkerset.sigs.k8s.io/size`` annotation, and it is
+bound whole in one domain. Each test sets its scene so that a placement pod by pod would be
+wrong for certain, not by chance: standalone pods are packed into the fullest clique
 (``standaloneDomainPacking``) and onto the most allocated node (``MostAllocated``), so a small
-clique, or one of small nodes, draws the first pods of a group that does not fit there.
+clique, or one of small nodes, would draw the first pods of a group that does not fit there.
+The last test runs a second scheduler with ``lwsGangs: false`` and shows exactly that split.
 
 Every test makes its own kwok nodes with four GPUs each, in cliques of its own; every serving
 pod asks for four GPUs (a whole node). OME's pods select the nodes labelled
@@ -32,6 +31,7 @@ from typing import Any
 import pytest
 
 from e2e.harness.api import Api
+from e2e.harness.cluster import Cluster
 from e2e.harness.invariants import assert_invariants
 from e2e.harness.scheduler import SchedulerProcess
 from e2e.harness.serving import LWS_API, OME_API, LWSController, OMEManager
@@ -52,12 +52,13 @@ from tests.support.manifests import (
     leader_worker_set,
     model_ready_label,
     node,
+    pod_group,
     unique,
 )
 
 SELECT = "e2e.ome.io/lws"
-GANGS_TODAY = pytest.mark.xfail(strict=True, reason="issue 25: LWS groups as gangs")
-"""Today an LWS group's pods are standalone pods, each placed on its own."""
+RACK = "e2e.ome.io/rack"
+"""A second node label, the topology key of the PodGroup that wins over an LWS group."""
 SMALL_CPU = "8"
 BIG_CPU = "64"
 """Node CPU: a serving pod (1 CPU) makes an 8-CPU node more allocated than a 64-CPU one, so
@@ -223,7 +224,6 @@ def test_the_lws_controller_labels_every_group(api: Api, lws: LWSController, ns:
         assert_invariants(api, ns, CLIQUE)
 
 
-@GANGS_TODAY
 def test_multi_node_inference_service_lands_in_one_clique(api: Api, ome: OMEManager, ns: str) -> None:
     """(a) Leader + 3 workers of 4 GPUs each: only clique b (4 nodes) holds the group; clique a
     (2 small nodes) draws standalone pods first. Today: 2 pods in a, 2 in b, and Ready."""
@@ -245,7 +245,6 @@ def test_multi_node_inference_service_lands_in_one_clique(api: Api, ome: OMEMana
             assert_invariants(api, ns, CLIQUE)
 
 
-@GANGS_TODAY
 def test_replicas_take_a_clique_each_and_the_next_waits(api: Api, ome: OMEManager, ns: str) -> None:
     """(b) Three replicas of leader + 3 workers on three cliques of 4 nodes: one clique each. A
     fourth replica waits, as a gang with no room. Today its pods fail as standalone pods."""
@@ -270,7 +269,6 @@ def test_replicas_take_a_clique_each_and_the_next_waits(api: Api, ome: OMEManage
             assert_invariants(api, ns, CLIQUE)
 
 
-@GANGS_TODAY
 def test_leader_ready_group_lands_in_one_domain(api: Api, lws: LWSController, ns: str) -> None:
     """(c) LeaderReady with exclusive-topology: the leader binds where the whole group fits (b,
     4 nodes), not in the small clique a (2 nodes) that draws it today; its workers, created once
@@ -299,7 +297,6 @@ def bound_group(api: Api, ns: str, key: str, restart_policy: str) -> dict[str, s
     return placed
 
 
-@GANGS_TODAY
 def test_a_deleted_worker_comes_back_into_its_group_clique(api: Api, lws: LWSController, ns: str) -> None:
     """(d) restartPolicy None: the worker StatefulSet recreates a deleted worker, alone. It
     belongs in its group's clique b (where its node is free again), not in clique a, which a
@@ -320,7 +317,6 @@ def test_a_deleted_worker_comes_back_into_its_group_clique(api: Api, lws: LWSCon
             assert_invariants(api, ns, CLIQUE)
 
 
-@GANGS_TODAY
 def test_a_recreated_group_lands_whole_in_one_domain(api: Api, lws: LWSController, ns: str) -> None:
     """(d) RecreateGroupOnPodRestart (the default): deleting a worker makes the controller delete
     the leader, and the group comes back as new pods. Clique a (2 small nodes) joined meanwhile:
@@ -339,7 +335,16 @@ def test_a_recreated_group_lands_whole_in_one_domain(api: Api, lws: LWSControlle
 
             names = wait_for("the group recreated (4 new pods)", recreated, timeout=60)
             assert sorted(names) == sorted(first)
-            placed = wait_bound(api, ns, names, timeout=60)
+
+            def all_bound() -> dict[str, str] | None:
+                # The controller may re-create the group once more (an old worker that finishes
+                # terminating after the new leader exists makes it delete that leader): poll the
+                # group as it stands, not the pods of one incarnation by name.
+                pods = [p for p in lws_pods(api, ns) if p["metadata"]["uid"] not in old]
+                placed = {str(p["metadata"]["name"]): str(p["spec"].get("nodeName") or "") for p in pods}
+                return placed if len(placed) == 4 and all(placed.values()) else None
+
+            placed = wait_for("the recreated group bound", all_bound, timeout=60)
             assert clique_of(api, placed) == {f"{key}-b"}, placed
             assert_invariants(api, ns, CLIQUE)
 
@@ -364,3 +369,46 @@ def test_single_pod_inference_service_binds_standalone(api: Api, ome: OMEManager
             assert clique_of(api, placed) <= {f"{key}-a", f"{key}-b"}
             wait_isvc_ready(api, ome, ns, "small")
             assert_invariants(api, ns, CLIQUE)
+
+
+def test_a_pod_group_label_wins_over_the_lws_group(api: Api, lws: LWSController, ns: str) -> None:
+    """A group whose pods also carry ``scheduling.x-k8s.io/pod-group`` is scheduled by that
+    PodGroup: its ``ome.io/topology-key`` names racks of 2 nodes, so its 4 members fit no
+    domain and wait, although the one clique (4 nodes) would hold the LWS group."""
+    key = unique("lws")
+    nodes = [
+        node(f"{key}-b{i}", {CLIQUE: f"{key}-b", RACK: f"{key}-r{i // 2}", SELECT: key}, gpu=4, cpu=BIG_CPU)
+        for i in range(4)
+    ]
+    with serving_nodes(api, ns, nodes):
+        api.create_pod_group(pod_group("pg", ns, 4, topology_key=RACK))
+        body = leader_worker_set("both", ns, 4, node_selector={SELECT: key})
+        body["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"] = {"labels": {POD_GROUP_LABEL: "pg"}}
+        api.post(f"{LWS_API}/namespaces/{ns}/leaderworkersets", body)
+        names = wait_pods(api, ns, 4)
+        for n in names:
+            assert api.pod(ns, n)["metadata"]["labels"][POD_GROUP_LABEL] == "pg"
+            wait_message(api, ns, n, f"no domain has room for gang {ns}/pg", timeout=30)
+        assert not any(api.pod(ns, n)["spec"].get("nodeName") for n in names)
+        assert_invariants(api, ns, CLIQUE)
+
+
+NO_LWS_GANGS = "ome-scheduler-nolws"
+
+
+def test_with_lws_gangs_off_lws_pods_are_standalone(cluster: Cluster, api: Api, lws: LWSController, ns: str) -> None:
+    """``scheduler.plugin.lwsGangs: false``: a scheduler so configured places each pod of a group
+    on its own, as before issue 25: packing draws the first pods into the small clique a, so
+    the group of 4 is split between a (2 nodes) and b."""
+    key = unique("lws")
+    config = chart_config(
+        scheduler_name=NO_LWS_GANGS, topology_key=CLIQUE, gang_args={"gcIntervalSeconds": 2, "lwsGangs": False}
+    )
+    with (
+        SchedulerProcess(cluster, config, name=NO_LWS_GANGS),
+        serving_nodes(api, ns, cliques(key, {"a": 2, "b": 4}, {SELECT: key}, {"a": SMALL_CPU})),
+    ):
+        body = leader_worker_set("solo", ns, 4, node_selector={SELECT: key}, scheduler=NO_LWS_GANGS)
+        api.post(f"{LWS_API}/namespaces/{ns}/leaderworkersets", body)
+        placed = wait_bound(api, ns, wait_pods(api, ns, 4), timeout=60)
+        assert clique_of(api, placed) == {f"{key}-a", f"{key}-b"}, placed

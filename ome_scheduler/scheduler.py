@@ -24,6 +24,7 @@ import anyio
 
 from ome_scheduler.api.core import Namespace, Node, Pod
 from ome_scheduler.api.scheduling import PodGroup
+from ome_scheduler.api.workloads import LeaderWorkerSet
 from ome_scheduler.backend.cache import SchedulerCache
 from ome_scheduler.backend.podgroups import PodGroupState
 from ome_scheduler.backend.queue import ProfileQueueing, SchedulingQueue
@@ -260,6 +261,14 @@ class Scheduler:
     def dra_manager(self) -> DRAManager:
         """ResourceClaims, ResourceSlices and DeviceClasses (filled by the DRA informers)."""
         return self.dra
+
+    def leader_worker_set(self, namespace: str, name: str) -> LeaderWorkerSet | None:
+        """A LeaderWorkerSet from the informer cache (``plugins/workloads.py``), or None."""
+        return self.workloads.leader_worker_set(namespace, name)
+
+    def lws_leader_uid(self, pod: Pod) -> str:
+        """The leader UID of ``pod``'s LWS group incarnation (``plugins/workloads.py``), or ``""``."""
+        return self.workloads.lws_leader_uid(pod)
 
     def default_spread_selector(self, pod: Pod) -> Selector:
         """``helper.DefaultSelector``: the workload selector of ``pod`` for PodTopologySpread's

@@ -312,6 +312,8 @@ SPEC_DEFAULTS: dict[str, Any] = {
     "scheduler.plugin.standaloneDomainPacking": True,
     # Beyond chart.md's list (issue 30): the operator's cap on Permit waits and holds; 0: none.
     "scheduler.plugin.maxPermitTimeoutSeconds": 0,
+    # LWS groups as gangs (issue 25); true is left out of the config.
+    "scheduler.plugin.lwsGangs": True,
     "scheduler.metrics.bindAddress": "0.0.0.0",
     "scheduler.metrics.securePort": 10259,
     "scheduler.metrics.authDelegation.enabled": True,
@@ -492,6 +494,8 @@ SCHEDULER_RULES = [
     {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups"], "verbs": ["get", "list", "watch", "patch"]},
     # The leader keeps PodGroup status and its ome.io/ placement annotations (issue 15).
     {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups/status"], "verbs": ["update"]},
+    # An LWS group's startupPolicy, for its gang (issue 25).
+    {"apiGroups": ["leaderworkerset.x-k8s.io"], "resources": ["leaderworkersets"], "verbs": ["list", "watch"]},
     {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
     {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
@@ -680,6 +684,18 @@ def test_the_permit_cap_is_rendered_only_when_set() -> None:
     assert gang["args"]["maxPermitTimeoutSeconds"] == 3600
     assert_scheduler_accepts(text)
     assert "maxPermitTimeoutSeconds" in render_error(sched(plugin={"maxPermitTimeoutSeconds": -1}))
+
+
+def test_lws_gangs_are_on_by_default_and_off_renders_the_argument() -> None:
+    """``scheduler.plugin.lwsGangs`` (issue 25): true (the default) leaves the argument out, as
+    the scheduler's default is on; false becomes ``lwsGangs: false``, which the scheduler
+    accepts; a non-boolean is refused by the schema."""
+    assert "lwsGangs" not in config_text()
+    text = config_text(sched(plugin={"lwsGangs": False}))
+    (gang,) = [p for p in yaml.safe_load(text)["profiles"][0]["pluginConfig"] if p["name"] == "OMEGangPack"]
+    assert gang["args"]["lwsGangs"] is False
+    assert_scheduler_accepts(text)
+    assert SCHEMA_ERROR in render_error(sched(plugin={"lwsGangs": "no"}))
 
 
 def test_configmap_indentation_bytes() -> None:

@@ -257,3 +257,37 @@ def test_the_command_reads_a_snapshot_file(tmp_path: Path, output: str) -> None:
         timeout=60,
     )
     assert bad.returncode == 1 and bad.stderr == f"Error: podgroup {NS}/x not found, and no pod names it\n"
+
+
+def lws_group(name: str, group: int, size: int) -> list[dict[str, Any]]:
+    """The pods of one LeaderWorkerSet group as the LWS webhook labels them (no PodGroup)."""
+    lws = "leaderworkerset.sigs.k8s.io/"
+    out = []
+    for w in range(size):
+        labels = {lws + "name": name, lws + "group-index": str(group), lws + "worker-index": str(w)}
+        p = pod(f"{name}-{group}" + (f"-{w}" if w else ""), NS, labels=labels, anti_affinity_on=HOSTNAME)
+        p["metadata"]["annotations"] = {lws + "size": str(size), lws + "exclusive-topology": DK}
+        out.append(p)
+    return out
+
+
+def test_explain_lws_reports_each_group_as_a_gang() -> None:
+    """``explain lws``: one report per group, its size and domain label from its pods (design
+    §2.1), the domains' room and the decision the scheduler's own loop then makes."""
+    from ome_scheduler.tools.explainer import explain_lws
+
+    s = snap(nodes({"three": 3, "four": 4}), lws_group("web", 0, 3) + lws_group("web", 1, 4))
+    groups = explain_lws(CFG, s, NS, "web")
+    assert isinstance(groups, list)
+    assert [(g.name, g.kind, g.min_member, g.topology_key) for g in groups] == [
+        ("lws:web:0", "LeaderWorkerSet group", 3, DK),
+        ("lws:web:1", "LeaderWorkerSet group", 4, DK),
+    ]
+    g0, g1 = groups
+    assert [(d.name, d.room, d.fits) for d in g0.domains] == [("four", 4, True), ("three", 3, True)]
+    assert (g0.decision.result, g0.decision.domain) == ("pinned", "three")
+    assert (g1.decision.result, g1.decision.domain) == ("pinned", "four")
+    assert [m.state for m in g1.members] == ["pending"] * 4
+    assert simulated(s)[f"{NS}/lws:web:0"][:2] == ("bound", ["three"])
+    assert f"LeaderWorkerSet group {NS}/lws:web:0: size 3" in render_text(g0)
+    assert isinstance(explain_lws(CFG, s, NS, "nothing"), str)

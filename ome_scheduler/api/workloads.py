@@ -3,7 +3,8 @@
 ``v1`` Service and ReplicationController, ``apps/v1`` ReplicaSet and StatefulSet (mirrors
 ``k8s.io/api/core/v1/types.go`` and ``k8s.io/api/apps/v1/types.go``), declaring only their
 selectors: ``helper.DefaultSelector`` merges the selectors of the Services selecting a pod and of
-its controller into the selector of the system default constraints.
+its controller into the selector of the system default constraints. Plus the LeaderWorkerSet's
+``startupPolicy``, which OMEGangPack reads for an LWS group's gang.
 """
 
 from __future__ import annotations
@@ -57,3 +58,18 @@ class StatefulSet(Record):
 
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: SelectorSpec = msgspec.field(default_factory=SelectorSpec)
+
+
+class LeaderWorkerSetSpec(Record, gc=False):
+    """``leaderworkerset.x-k8s.io/v1`` ``LeaderWorkerSetSpec`` (``sigs.k8s.io/lws`` v0.5.1
+    ``api/leaderworkerset/v1/leaderworkerset_types.go``): only ``startupPolicy``
+    (``LeaderCreated``, the default, or ``LeaderReady``), which OMEGangPack reads."""
+
+    startup_policy: str = ""
+
+
+class LeaderWorkerSet(Record):
+    """``leaderworkerset.x-k8s.io/v1`` ``LeaderWorkerSet``: its groups are gangs (design §2.1)."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: LeaderWorkerSetSpec = msgspec.field(default_factory=LeaderWorkerSetSpec)

@@ -49,6 +49,7 @@ import msgspec
 from ome_scheduler.api.core import PodHead
 from ome_scheduler.api.meta import MetaOnly
 from ome_scheduler.framework.events import EVENT_ASSIGNED_POD_DELETE
+from ome_scheduler.framework.gangsource import gang_name
 from ome_scheduler.framework.interface import ClusterTruth
 from ome_scheduler.framework.types import GangKey, PodKey, gang_key
 from ome_scheduler.kube.client import TRANSPORT_ERRORS, ApiError, KubeClient
@@ -67,7 +68,6 @@ ASSUMED_CHECK_INTERVAL = 10.0
 
 _POD = msgspec.json.Decoder(PodHead)
 _META = msgspec.json.Decoder(MetaOnly)
-_GANG_LABEL = "scheduling.x-k8s.io/pod-group"
 
 
 @dataclass(frozen=True, order=True)
@@ -286,7 +286,7 @@ class CacheDebugger:
     def _plugins(self, truth: _Truth) -> list[Difference]:
         bound: dict[GangKey, dict[str, str]] = {}
         for key, p in truth.pods.items():
-            g = p.metadata.labels.get(_GANG_LABEL)
+            g = gang_name(p.metadata)
             if g and p.spec.node_name:
                 bound.setdefault(gang_key(p.metadata.namespace, g), {})[key] = p.spec.node_name
         groups = {k: m.metadata.uid for k, m in (truth.pod_groups or {}).items()}

@@ -14,7 +14,7 @@ from ome_scheduler.api.core import Namespace, Node, PersistentVolume, Persistent
 from ome_scheduler.api.resource import DeviceClass, ResourceClaim, ResourceSlice
 from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.api.storage import CSIDriver, CSINode, CSIStorageCapacity, VolumeAttachment
-from ome_scheduler.api.workloads import ReplicaSet, ReplicationController, Service, StatefulSet
+from ome_scheduler.api.workloads import LeaderWorkerSet, ReplicaSet, ReplicationController, Service, StatefulSet
 
 if TYPE_CHECKING:
     from ome_scheduler.kube.client import KubeClient
@@ -95,9 +95,19 @@ INFORMERS: tuple[InformerSpec, ...] = (
         optional=True,
         not_synced="PodGroup informer not synced; continuing (is the PodGroup CRD installed?)",
     ),
+    # OMEGangPack: an LWS group's startupPolicy (LeaderReady: the leader binds first, design §2.1).
+    InformerSpec(
+        "leaderworkersets",
+        "/apis/leaderworkerset.x-k8s.io/v1/leaderworkersets",
+        LeaderWorkerSet,
+        "workloads",
+        "lws",
+        optional=True,
+        not_synced="LeaderWorkerSet informer not synced; continuing (is the LeaderWorkerSet CRD installed?)",
+    ),
 )
 """The informer set (``informerFactory`` in kube-scheduler, with the DRA objects DynamicResources
-reads, plus the PodGroup CRD)."""
+reads, plus the PodGroup and LeaderWorkerSet CRDs)."""
 
 
 def build_informer(client: KubeClient, spec: InformerSpec, scheduler: Scheduler) -> Informer[Any]:

@@ -143,6 +143,9 @@ class OMEGangPackArgs(msgspec.Struct, frozen=True, kw_only=True):
     pod_group_sync_timeout_seconds: int | None = None
     gc_interval_seconds: int
     standalone_domain_packing: bool = True
+    lws_gangs: bool = True
+    """Whether a LeaderWorkerSet group without a PodGroup label is a gang (design §2.1;
+    ``framework/gangsource.py``)."""
     max_permit_timeout_seconds: int | None = None
     """The operator's cap on any gang's Permit wait, and so on its hold (None: no cap): a
     PodGroup's ``scheduleTimeoutSeconds`` above it counts as this many seconds."""
@@ -163,6 +166,7 @@ class OMEGangPackArgsV1(msgspec.Struct, frozen=True, kw_only=True, rename="camel
     pod_group_sync_timeout_seconds: int | None = None
     gc_interval_seconds: int | None = None
     standalone_domain_packing: bool | None = None
+    lws_gangs: bool | None = None
     max_permit_timeout_seconds: int | None = None
 
 

@@ -277,9 +277,13 @@ def validate_ome_gang_pack_args(args: OMEGangPackArgsV1) -> OMEGangPackArgs:
             raise ConfigError(f"{name} is too large")
     if gc is None:
         raise ConfigError("gcIntervalSeconds must be configured")
-    # The v1 shape's fields, with the two whose None meant "default" resolved.
+    # The v1 shape's fields, with the three whose None meant "default" resolved.
     fields = msgspec.structs.asdict(args)
-    fields.update(gc_interval_seconds=gc, standalone_domain_packing=args.standalone_domain_packing is not False)
+    fields.update(
+        gc_interval_seconds=gc,
+        standalone_domain_packing=args.standalone_domain_packing is not False,
+        lws_gangs=args.lws_gangs is not False,
+    )
     return OMEGangPackArgs(**fields)
 
 

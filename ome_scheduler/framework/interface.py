@@ -21,6 +21,7 @@ from ome_scheduler.framework.types import AffinityTerm, GangKey, GangPlacement, 
 if TYPE_CHECKING:
     from ome_scheduler.api.core import Namespace, Node, Pod
     from ome_scheduler.api.scheduling import PodGroup
+    from ome_scheduler.api.workloads import LeaderWorkerSet
     from ome_scheduler.framework.waiting_pods import WaitingPod
     from ome_scheduler.metrics import Metrics
     from ome_scheduler.util.labels import Selector
@@ -154,6 +155,14 @@ class Handle(Protocol):
 
     def pod_groups(self) -> PodGroupLister:
         """PodGroups, their members and where those sit (``backend/podgroups.py``)."""
+        ...
+
+    def leader_worker_set(self, namespace: str, name: str) -> LeaderWorkerSet | None:
+        """A LeaderWorkerSet from the informer cache, or None (missing, or the CRD is absent)."""
+        ...
+
+    def lws_leader_uid(self, pod: Pod) -> str:
+        """The UID of the leader of the LWS group incarnation ``pod`` belongs to (``""``: unknown)."""
         ...
 
     def event_recorder(self) -> EventRecorder:

@@ -27,11 +27,10 @@ from ome_scheduler.api.core import (
     WeightedPodAffinityTerm,
 )
 from ome_scheduler.api.meta import ObjectMeta
+from ome_scheduler.framework.gangsource import POD_GROUP_LABEL as POD_GROUP_LABEL  # defined there
+from ome_scheduler.framework.gangsource import gang_name
 from ome_scheduler.util.labels import NodeSelectorMatcher, Selector
 from ome_scheduler.util.quantity import milli_value, value
-
-POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-"""The scheduler-plugins label that names a pod's PodGroup (``apis/scheduling/v1alpha1``)."""
 
 DEFAULT_MILLI_CPU_REQUEST = 100
 """``pkg/scheduler/util/pod_resources.go``: cpu assumed for scoring when none is requested."""
@@ -43,7 +42,8 @@ PodKey = NewType("PodKey", str)
 for a pod that has none (objects built in unit tests)."""
 
 GangKey = NewType("GangKey", str)
-"""A gang: ``namespace/podgroup`` of the PodGroup its members' label names (design §0.2)."""
+"""A gang: ``namespace/name`` of the PodGroup its members' label names, or of their LWS group's
+gang name (``framework/gangsource.py``; design §0.2)."""
 
 
 def pod_key(meta: ObjectMeta) -> PodKey:
@@ -476,7 +476,8 @@ class PodInfo:
         required_affinity_terms, required_anti_affinity_terms, preferred_affinity_terms,
         preferred_anti_affinity_terms: parsed inter-pod affinity terms.
         host_ports: ``(ip, protocol, port)`` of every host port, sidecars included.
-        gang: the pod-group label value, or ``""`` for a standalone pod.
+        gang: the gang name (``framework.gangsource.gang_name``: the pod-group label, else the
+            LWS group's ``lws:<set>:<index>``), or ``""`` for a standalone pod.
         gang_key: ``namespace/gang`` when ``gang`` is set, else ``""``.
         parse_error: a selector in the spec upstream would reject, or ``""``.
     """
@@ -514,7 +515,7 @@ class PodInfo:
         self.key = f"{md.namespace}/{md.name}"
         self.uid = md.uid
         self.pod_key = PodKey(md.uid or self.key)
-        self.gang = md.labels.get(POD_GROUP_LABEL, "")
+        self.gang = gang_name(md)
         self.gang_key = gang_key(md.namespace, self.gang) if self.gang else GangKey("")
         self.priority = spec.priority or 0
         statuses = _resized_statuses(pod)

@@ -1,4 +1,5 @@
-"""The Services, ReplicationControllers, ReplicaSets and StatefulSets PodTopologySpread reads.
+"""The Services, ReplicationControllers, ReplicaSets and StatefulSets PodTopologySpread reads,
+and the LeaderWorkerSets OMEGangPack reads (:meth:`WorkloadStore.leader_worker_set`).
 
 ``WorkloadStore`` is kept current by informers (``app/informers.py``) and answers
 :meth:`WorkloadStore.default_selector`, which mirrors ``helper.DefaultSelector``
@@ -11,8 +12,10 @@ plugin registers these objects' events upstream either.
 from __future__ import annotations
 
 from ome_scheduler.api.core import Pod
-from ome_scheduler.api.workloads import ReplicaSet, ReplicationController, Service, StatefulSet
+from ome_scheduler.api.workloads import LeaderWorkerSet, ReplicaSet, ReplicationController, Service, StatefulSet
 from ome_scheduler.util.labels import Selector
+
+LWS = "leaderworkerset.sigs.k8s.io/"
 
 
 def _key(namespace: str, name: str) -> str:
@@ -20,13 +23,33 @@ def _key(namespace: str, name: str) -> str:
 
 
 class WorkloadStore:
-    """Services by namespace then name; ReplicationControllers, ReplicaSets and StatefulSets by ``ns/name``."""
+    """Services by namespace then name; ReplicationControllers, ReplicaSets, StatefulSets and
+    LeaderWorkerSets by ``ns/name``."""
 
     def __init__(self) -> None:
         self._services: dict[str, dict[str, Service]] = {}
         self._rcs: dict[str, ReplicationController] = {}
         self._replica_sets: dict[str, ReplicaSet] = {}
         self._stateful_sets: dict[str, StatefulSet] = {}
+        self._lws: dict[str, LeaderWorkerSet] = {}
+
+    def lws_leader_uid(self, pod: Pod) -> str:
+        """The UID of the leader whose group incarnation ``pod`` belongs to: a leader's own
+        (``worker-index`` 0); a worker's is its StatefulSet's controller, the leader pod (the
+        LWS controller, v0.5.1); ``""`` when the StatefulSet is not in the store."""
+        md = pod.metadata
+        if md.labels.get(LWS + "worker-index") == "0":
+            return md.uid
+        owner = next((r for r in md.owner_references if r.controller and r.kind == "StatefulSet"), None)
+        sts = self._stateful_sets.get(_key(md.namespace, owner.name)) if owner is not None else None
+        if sts is None:
+            return ""
+        leader = next((r for r in sts.metadata.owner_references if r.kind == "Pod"), None)
+        return leader.uid if leader is not None else ""
+
+    def leader_worker_set(self, namespace: str, name: str) -> LeaderWorkerSet | None:
+        """The LeaderWorkerSet from the informer cache, or None (missing, or the CRD is absent)."""
+        return self._lws.get(_key(namespace, name))
 
     def default_selector(self, pod: Pod) -> Selector:
         """``DefaultSelector``: the label sets of the Services of the pod's namespace whose
@@ -117,3 +140,15 @@ class WorkloadStore:
     def on_statefulset_delete(self, ss: StatefulSet) -> None:
         """Informer handler."""
         self._stateful_sets.pop(_key(ss.metadata.namespace, ss.metadata.name), None)
+
+    def on_lws_add(self, lws: LeaderWorkerSet) -> None:
+        """Informer handler."""
+        self._lws[_key(lws.metadata.namespace, lws.metadata.name)] = lws
+
+    def on_lws_update(self, old: LeaderWorkerSet, new: LeaderWorkerSet) -> None:
+        """Informer handler."""
+        self.on_lws_add(new)
+
+    def on_lws_delete(self, lws: LeaderWorkerSet) -> None:
+        """Informer handler."""
+        self._lws.pop(_key(lws.metadata.namespace, lws.metadata.name), None)

@@ -1,6 +1,7 @@
 """``ome-scheduler explain``: why a gang (or pod) is pending, and where it would go now.
 
-``ome-scheduler explain podgroup NS/NAME`` and ``ome-scheduler explain pod NS/NAME`` are
+``ome-scheduler explain podgroup NS/NAME``, ``ome-scheduler explain lws NS/NAME`` (each group of
+a LeaderWorkerSet, as a gang: design §2.1) and ``ome-scheduler explain pod NS/NAME`` are
 read-only and run with the user's own kubeconfig. They list the cluster exactly as
 ``ome-scheduler snapshot`` does (the informers' paths and decoders), build the scheduler's
 engine offline as ``ome-scheduler simulate`` does (the same configuration file, cache, plugins
@@ -43,7 +44,7 @@ def parser() -> argparse.ArgumentParser:
         description="Explain why a gang (or pod) is pending and where it would go now: its members, every domain's "
         "room, holds and per-node reasons, and the scheduler's decision in dry run (read-only).",
     )
-    p.add_argument("kind", choices=("pod", "podgroup", "pg"), help="what to explain")
+    p.add_argument("kind", choices=("pod", "podgroup", "pg", "lws"), help="what to explain")
     p.add_argument("target", metavar="NS/NAME", help="namespace/name")
     p.add_argument("--config", help="KubeSchedulerConfiguration file (default: the built-in, the chart's default)")
     p.add_argument("--kubeconfig", help="kubeconfig (default: KUBECONFIG, ~/.kube/config, in-cluster)")
@@ -61,7 +62,7 @@ def main(argv: Sequence[str]) -> int:
     from ome_scheduler.api.snapshot import ClusterSnapshot, SnapshotError, read_snapshot
     from ome_scheduler.config.errors import ConfigError
     from ome_scheduler.config.load import load_config
-    from ome_scheduler.tools.explainer import explain, render_text
+    from ome_scheduler.tools.explainer import explain, explain_lws, render_text
     from ome_scheduler.tools.inputs import check_snapshot
     from ome_scheduler.util.output import write_result
 
@@ -90,12 +91,20 @@ def main(argv: Sequence[str]) -> int:
         sys.stderr.write(f"Error: {snap}\n")
         return 1
     try:
-        ex = explain(cfg, snap, args.kind, ns, name)
+        ex = explain_lws(cfg, snap, ns, name) if args.kind == "lws" else explain(cfg, snap, args.kind, ns, name)
     except ConfigError as exc:
         sys.stderr.write(f"Error: invalid configuration: {exc}\n")
         return 1
     if isinstance(ex, str):
         sys.stderr.write(f"Error: {ex}\n")
         return 1
+    if isinstance(ex, list):
+        groups = ex
+        write_result(
+            args.output,
+            lambda: {"kind": "LeaderWorkerSet", "namespace": ns, "name": name, "groups": [g.to_json() for g in groups]},
+            lambda: "\n".join(render_text(g) for g in groups),
+        )
+        return 0
     write_result(args.output, ex.to_json, lambda: render_text(ex))
     return 0

@@ -28,10 +28,11 @@ from ome_scheduler.api.scheduling import (
 )
 from ome_scheduler.api.snapshot import ClusterSnapshot
 from ome_scheduler.config.types import KubeSchedulerConfiguration
+from ome_scheduler.framework.gangsource import LWS_NAME_LABEL, gang_name, lws_size, lws_topology_key, source_of
 from ome_scheduler.framework.interface import CycleState
 from ome_scheduler.framework.types import POD_GROUP_LABEL, GangKey, NodeInfo, PodInfo, QueuedPodInfo, gang_key
 from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, template_signature
-from ome_scheduler.plugins.gangpack.gang import is_live, topology_key_of
+from ome_scheduler.plugins.gangpack.gang import capped_timeout, is_live, topology_key_of
 from ome_scheduler.plugins.gangpack.placement import GangPlanner, group_by_domain
 from ome_scheduler.plugins.gangpack.plugin import OMEGangPack
 from ome_scheduler.tools.simulation import Simulation
@@ -179,6 +180,19 @@ class Explainer:
                 self.plugin = pl
                 break
 
+    def lws_groups(self, namespace: str, name: str) -> list[str]:
+        """The gang names of LeaderWorkerSet ``namespace/name``'s groups (by group index), from
+        its pods (``framework/gangsource.py``); empty when LWS gangs are off or it has none."""
+        seen = {
+            g
+            for p in self.snapshot.pods
+            if p.metadata.namespace == namespace
+            and p.metadata.labels.get(LWS_NAME_LABEL) == name
+            and source_of(g := gang_name(p.metadata)) == "LeaderWorkerSet"
+            and g
+        }
+        return sorted(seen, key=lambda g: (len(g), g))
+
     def run(self, kind: str, namespace: str, name: str) -> Explanation | str:
         """Explain ``pod`` or ``podgroup`` ``namespace/name``; a string says why it cannot be."""
         with asyncio.Runner(loop_factory=lambda: self.sim.loop) as runner:
@@ -194,10 +208,12 @@ class Explainer:
             )
             if pod is None:
                 return f"pod {namespace}/{name} not found (or it has finished)"
-            gang = pod.metadata.labels.get(POD_GROUP_LABEL, "")
+            gang = gang_name(pod.metadata)
             if not gang:
                 return self._standalone(pod)
             focus, name = name, gang
+        if source_of(name) == "LeaderWorkerSet":
+            return self._gang(namespace, name, None, focus, assumed)
         pg = self.sch.pod_group_state.get(namespace, name)
         members = self.sch.pod_group_state.members(gang_key(namespace, name))
         if pg is None and not members:
@@ -295,8 +311,17 @@ class Explainer:
     def _gang(self, ns: str, name: str, pg: PodGroup | None, focus: str | None, assumed: set[str]) -> Explanation:
         key = gang_key(ns, name)
         state = self.sch.pod_group_state
-        ex = Explanation(ns, name, "PodGroup", pod_group_exists=pg is not None)
+        lws = source_of(name) == "LeaderWorkerSet"
+        ex = Explanation(
+            ns, name, "LeaderWorkerSet group" if lws else "PodGroup", pod_group_exists=pg is not None or lws
+        )
         args = self.plugin.args if self.plugin is not None else None
+        if lws:  # §2.1: the group's size, domain label and timeout come from its pods and the arguments
+            first = next(iter(sorted(state.members(key), key=lambda p: p.name)), None)
+            md = first.pod.metadata if first is not None else None
+            ex.min_member = lws_size(md) if md is not None else None
+            ex.topology_key = (lws_topology_key(md) if md is not None else "") or (args.topology_key if args else "")
+            ex.schedule_timeout_seconds = capped_timeout(None, args) if args is not None else None
         if pg is not None:
             ex.min_member, ex.schedule_timeout_seconds = pg.spec.min_member, pg.spec.schedule_timeout_seconds
             ex.topology_key = topology_key_of(pg, args) if args is not None else ""
@@ -350,7 +375,7 @@ class Explainer:
                 "every unplaced member is scheduling-gated: the decision above is for once they are ungated"
             )
         shape = pending[0] if pending else (members[0] if members else None)
-        if shape is not None and tk and pg is not None and 0 < mm and bound < mm:
+        if shape is not None and tk and (pg is not None or lws) and 0 < mm and bound < mm:
             self._domains(ex, key, shape, mm, placed, assumed)
         # The gang's own live pin (if the API shows one) is followed, as the scheduler would.
         ex.holds += [h for h in self._reconstruct_holds(assumed, key, None) if h.startswith(f"{key} ")]
@@ -487,6 +512,7 @@ class Explainer:
         solo = PodInfo(
             msgspec.structs.replace(member.pod, metadata=msgspec.structs.replace(member.pod.metadata, labels=labels))
         )
+        solo.gang, solo.gang_key = "", GangKey("")  # an LWS group's pod keeps its labels (its affinities use them)
         state = CycleState()
         allowed, st, _ = fw.run_pre_filter(state, solo, nodes)
         out: dict[str, list[str]] = {}
@@ -559,6 +585,11 @@ def render_text(ex: Explanation) -> str:
     lines: list[str] = []
     if ex.kind == "Pod":
         lines.append(f"Pod {ex.namespace}/{ex.name} (no PodGroup)")
+    elif ex.kind == "LeaderWorkerSet group":
+        lines.append(
+            f"LeaderWorkerSet group {ex.namespace}/{ex.name}: size {ex.min_member}, "
+            f"timeout {ex.schedule_timeout_seconds}s, topology key {ex.topology_key or '(none)'}"
+        )
     elif not ex.pod_group_exists:
         lines.append(f"PodGroup {ex.namespace}/{ex.name} does not exist; {len(ex.members)} pod(s) name it")
     else:
@@ -582,7 +613,7 @@ def render_text(ex: Explanation) -> str:
         if st.get("waitingReason"):
             lines.append(f"Waiting reason: {st['waitingReason']}")
     lines.append("")
-    if ex.kind == "PodGroup":
+    if ex.kind in ("PodGroup", "LeaderWorkerSet group"):
         counts: dict[str, int] = {}
         for m in ex.members:
             counts[m.state] = counts.get(m.state, 0) + 1
@@ -638,3 +669,20 @@ def explain(
     """Explain ``kind`` (``pod`` or ``podgroup``) ``namespace/name`` in ``snapshot`` under ``cfg``;
     a string says why it cannot be explained (not found)."""
     return Explainer(cfg, snapshot).run("pod" if kind == "pod" else "podgroup", namespace, name)
+
+
+def explain_lws(
+    cfg: KubeSchedulerConfiguration, snapshot: ClusterSnapshot, namespace: str, name: str
+) -> list[Explanation] | str:
+    """``explain lws``: one :class:`Explanation` per group of LeaderWorkerSet ``namespace/name``
+    (its gang, design §2.1); a string when it has no pods, or its groups are no gangs."""
+    ex = Explainer(cfg, snapshot)
+    groups = ex.lws_groups(namespace, name)
+    if not groups:
+        return f"leaderworkerset {namespace}/{name}: no pod of it is a gang member (none exists, or lwsGangs is off)"
+    out = []
+    for g in groups:
+        one = Explainer(cfg, snapshot).run("podgroup", namespace, g)
+        if isinstance(one, Explanation):
+            out.append(one)
+    return out

@@ -18,7 +18,8 @@ from ome_scheduler.api.core import Node, Pod
 from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.api.snapshot import ClusterSnapshot
 from ome_scheduler.config.pluginargs import OMEGangPackArgs
-from ome_scheduler.framework.types import POD_GROUP_LABEL, NodeInfo, PodInfo, Resource, gang_key
+from ome_scheduler.framework.gangsource import gang_name, lws_size, lws_topology_key, source_of
+from ome_scheduler.framework.types import NodeInfo, PodInfo, Resource, gang_key
 from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, template_signature
 from ome_scheduler.plugins.gangpack.gang import topology_key_of
 from ome_scheduler.plugins.gangpack.metrics import is_free_node
@@ -33,7 +34,7 @@ def _label(key: str) -> Callable[[NodeInfo], str]:
 
 
 def _gang_order(p: Pod) -> tuple[str, str, str]:
-    return (p.metadata.namespace, p.metadata.labels.get(POD_GROUP_LABEL, ""), p.metadata.name)
+    return (p.metadata.namespace, gang_name(p.metadata), p.metadata.name)
 
 
 def _unbound(pod: Pod) -> PodInfo:
@@ -100,11 +101,15 @@ class OutcomeReader:
     warnings: list[str]
     _settled: bool
 
-    def _topology_key(self, pg: PodGroup | None) -> str:
-        """A gang's domain label (the PodGroup's annotation, else the configured key)."""
+    def _topology_key(self, pg: PodGroup | None, member: Pod | None = None) -> str:
+        """A gang's domain label (the PodGroup's annotation, else the configured key); an LWS
+        group's (``member``'s annotations, design §2.1) when it has no PodGroup."""
         if self.gang_args is None:
             return ""
-        return topology_key_of(pg, self.gang_args) if pg is not None else self.gang_args.topology_key
+        if pg is not None:
+            return topology_key_of(pg, self.gang_args)
+        lws = member is not None and source_of(gang_name(member.metadata)) == "LeaderWorkerSet"
+        return (lws_topology_key(member.metadata) if member is not None and lws else "") or self.gang_args.topology_key
 
     def _gang_shapes(self) -> dict[str, PodInfo | None]:
         """Topology key -> the member shape its room is counted in: the first member (by gang
@@ -117,10 +122,10 @@ class OutcomeReader:
         shapes: dict[str, PodInfo | None] = {}
         for pods in ranked:
             for p in sorted(pods, key=_gang_order):
-                g = p.metadata.labels.get(POD_GROUP_LABEL, "")
+                g = gang_name(p.metadata)
                 if not g:
                     continue
-                tk = self._topology_key(groups.get((p.metadata.namespace, g)))
+                tk = self._topology_key(groups.get((p.metadata.namespace, g)), p)
                 if tk and tk not in shapes:
                     shapes[tk] = _unbound(p)
         fallback = self.gang_args.topology_key if self.gang_args is not None else ""
@@ -205,7 +210,7 @@ class OutcomeReader:
             if live is None:
                 continue  # deleted meanwhile (an added object cannot do that, but stay safe)
             pg = sch.pod_group_state.get(pi.namespace, pi.gang) if pi.gang else None
-            tk = self._topology_key(pg)
+            tk = self._topology_key(pg, live.pod)
             notes = self.recorder.notes.get(pi.key, PodNotes())
             node = self.binder.bound.get(pi.key, "")
             tried = attempts.get(pi.key, notes.failed)
@@ -236,7 +241,8 @@ class OutcomeReader:
         for gk, members in sorted(by_gang.items()):
             ns, name = gk.split("/", 1)
             pg = self.scheduler.pod_group_state.get(ns, name)
-            tk = self._topology_key(pg)
+            first = next(iter(self.scheduler.pod_group_state.members(gang_key(ns, name))), None)
+            tk = self._topology_key(pg, first.pod if first is not None else None)
             ours = {f"{m.namespace}/{m.name}" for m in members}
             already = [
                 p
@@ -248,6 +254,8 @@ class OutcomeReader:
             domains = {m.domain for m in members if m.status in ("bound", "waiting")}
             domains |= {self._domain_of(p.pod.spec.node_name, tk) for p in already}
             mm = pg.spec.min_member if pg is not None else None
+            if pg is None and first is not None and source_of(name) == "LeaderWorkerSet":
+                mm = lws_size(first.pod.metadata)
             if wait == 0 and bound == len(members) and (mm is None or bound + len(already) >= mm):
                 status, reason = "bound", ""
             else:

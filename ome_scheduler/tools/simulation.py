@@ -44,10 +44,18 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ome_scheduler.api.core import Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass
+from ome_scheduler.api.meta import ObjectMeta
 from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.api.snapshot import ClusterSnapshot, SnapshotError
 from ome_scheduler.api.storage import CSIDriver, CSINode, CSIStorageCapacity, VolumeAttachment
-from ome_scheduler.api.workloads import ReplicaSet, ReplicationController, Service, StatefulSet
+from ome_scheduler.api.workloads import (
+    LeaderWorkerSet,
+    LeaderWorkerSetSpec,
+    ReplicaSet,
+    ReplicationController,
+    Service,
+    StatefulSet,
+)
 from ome_scheduler.config.pluginargs import OMEGangPackArgs
 from ome_scheduler.config.types import KubeSchedulerConfiguration
 from ome_scheduler.framework.types import PodInfo
@@ -141,6 +149,19 @@ class Simulation(OutcomeReader):
         self._settled = False
         self._done: asyncio.Future[bool] | None = None
         self._start = 0.0
+        self._leader_ready_sets()
+
+    def _leader_ready_sets(self) -> None:
+        """A LeaderWorkerSet whose workers come later (``later``) is ``LeaderReady``: the store
+        gets it as its informer would, so OMEGangPack lets the leader bind first (design §2.1)."""
+        name_label = "leaderworkerset.sigs.k8s.io/name"
+        for _, pods, _ in self.later:
+            for p in pods:
+                name = p.metadata.labels.get(name_label, "")
+                if name:
+                    meta = ObjectMeta(name=name, namespace=p.metadata.namespace)
+                    lws = LeaderWorkerSet(metadata=meta, spec=LeaderWorkerSetSpec(startup_policy="LeaderReady"))
+                    self.scheduler.workloads.on_lws_add(lws)
 
     # ---- replay ------------------------------------------------------------------------
 

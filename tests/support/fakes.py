@@ -7,6 +7,7 @@ from typing import Any
 
 from ome_scheduler.api.core import Namespace, Node, Pod
 from ome_scheduler.api.scheduling import PodGroup
+from ome_scheduler.api.workloads import LeaderWorkerSet
 from ome_scheduler.framework.types import AffinityTerm, GangKey, NodeInfo, PodInfo
 from ome_scheduler.util.labels import Selector
 
@@ -82,6 +83,9 @@ class FakeHandle:
         self.node_listeners: list[Callable[[Node | None, Node | None], None]] = []
         self.events: list[tuple[str, str, str, str]] = []
         self.placements: dict[str, Any] = {}
+        self.lws: dict[tuple[str, str], LeaderWorkerSet] = {}
+        self.lws_leaders: dict[str, str] = {}
+        """Pod name -> the leader UID of its LWS group incarnation."""
 
     # setup helpers
     def add_node(self, node: Node, pods: Sequence[Pod] = ()) -> NodeInfo:
@@ -146,6 +150,12 @@ class FakeHandle:
 
     def namespace_names(self) -> Iterable[str]:
         return list(self.namespaces)
+
+    def leader_worker_set(self, namespace: str, name: str) -> LeaderWorkerSet | None:
+        return self.lws.get((namespace, name))
+
+    def lws_leader_uid(self, pod: Pod) -> str:
+        return self.lws_leaders.get(pod.metadata.name, "")
 
     def event_recorder(self) -> FakeHandle:
         return self

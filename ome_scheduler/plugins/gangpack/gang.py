@@ -1,18 +1,23 @@
-"""Gang resolution: from a member pod and its PodGroup to a validated :class:`Gang`.
+"""Gang resolution: from a member pod and its gang source to a validated :class:`Gang`.
 
 Implements ``docs/design/gang-scheduling.md`` §2.1–§2.4: the gang key, the PodGroup fields read
 (``minMember``, ``scheduleTimeoutSeconds``), the topology key (annotation first, then the
-configured fallback) and the PreFilter validation order with its exact messages. Pure: it
-reads the PodGroup through the Handle's lister and changes nothing.
+configured fallback) and the PreFilter validation order with its exact messages. A gang whose
+source is a LeaderWorkerSet group (``framework/gangsource.py``) is resolved from its pod's
+labels and annotations instead (:func:`resolve_lws_gang`). Pure: it reads the PodGroup or the
+LeaderWorkerSet through the Handle and changes nothing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ome_scheduler.api.core import Pod
 from ome_scheduler.api.scheduling import PodGroup
+from ome_scheduler.api.workloads import LeaderWorkerSet
 from ome_scheduler.config.pluginargs import OMEGangPackArgs
+from ome_scheduler.framework.gangsource import LWS_NAME_LABEL, GangSource, lws_size, lws_topology_key, source_of
 from ome_scheduler.framework.interface import PodGroupLister
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import GangKey, PodInfo
@@ -20,7 +25,9 @@ from ome_scheduler.framework.types import GangKey, PodInfo
 
 @dataclass(frozen=True, slots=True)
 class Gang:
-    """A validated gang: key, PodGroup UID, size, domain label and Permit timeout (seconds)."""
+    """A validated gang: key, PodGroup UID (``""`` for an LWS group), size, domain label, Permit
+    timeout (seconds), source, and whether its leader binds first (an LWS group with
+    ``startupPolicy: LeaderReady``, whose workers are created only once the leader runs)."""
 
     key: GangKey
     namespace: str
@@ -29,6 +36,8 @@ class Gang:
     min_member: int
     topology_key: str
     timeout: int
+    source: GangSource = "PodGroup"
+    leader_first: bool = False
 
 
 def topology_key_of(pg: PodGroup, args: OMEGangPackArgs) -> str:
@@ -42,19 +51,64 @@ def permit_timeout(pg: PodGroup, args: OMEGangPackArgs) -> int:
     """§4.2: the gang's Permit wait in seconds (0: none configured): the PodGroup's positive
     ``scheduleTimeoutSeconds``, else ``defaultPermitTimeoutSeconds``, capped at the operator's
     ``maxPermitTimeoutSeconds`` when that is set. The same number bounds the gang's holds (rule 8)."""
-    sts = pg.spec.schedule_timeout_seconds
+    return capped_timeout(pg.spec.schedule_timeout_seconds, args)
+
+
+def capped_timeout(sts: int | None, args: OMEGangPackArgs) -> int:
+    """A positive ``sts`` else ``defaultPermitTimeoutSeconds`` (0: none), capped at
+    ``maxPermitTimeoutSeconds`` when that is set."""
     timeout = sts if sts is not None and sts > 0 else (args.default_permit_timeout_seconds or 0)
     cap = args.max_permit_timeout_seconds
     return min(timeout, cap) if cap else timeout
 
 
-def resolve_gang(pod: PodInfo, pod_groups: PodGroupLister, args: OMEGangPackArgs) -> Gang | Status:
+def resolve_lws_gang(
+    pod: PodInfo, args: OMEGangPackArgs, lws: Callable[[str, str], LeaderWorkerSet | None]
+) -> Gang | Status:
+    """§2.1: the gang of an LWS group's pod, or the Unschedulable status that says why not.
+
+    Size from the ``leaderworkerset.sigs.k8s.io/size`` label or annotation; topology key from
+    the ``exclusive-topology`` (else ``subgroup-exclusive-topology``) annotation, else the
+    configured ``topologyKey``; timeout ``defaultPermitTimeoutSeconds`` (capped). ``lws(ns,
+    name)`` looks up the LeaderWorkerSet for its ``startupPolicy``: ``LeaderReady`` makes the
+    leader bind first; a set not (yet) in the cache counts as ``LeaderCreated``.
+    """
+    ns, key, md = pod.namespace, pod.gang_key, pod.pod.metadata
+    size = lws_size(md)
+    if size is None:
+        return Status.unschedulable(f"LeaderWorkerSet group {key} has no positive leaderworkerset.sigs.k8s.io/size")
+    tk = lws_topology_key(md) or args.topology_key
+    if not tk:
+        return Status.unschedulable(
+            f"LeaderWorkerSet group {key} must declare leaderworkerset.sigs.k8s.io/exclusive-topology "
+            "or the scheduler must configure topologyKey"
+        )
+    timeout = capped_timeout(None, args)
+    if timeout <= 0:
+        return Status.unresolvable(
+            f"LeaderWorkerSet group {key} needs the scheduler to configure defaultPermitTimeoutSeconds"
+        )
+    owner = lws(ns, md.labels.get(LWS_NAME_LABEL, "")) if md.labels.get(LWS_NAME_LABEL) else None
+    leader_first = owner is not None and owner.spec.startup_policy == "LeaderReady"
+    return Gang(key, ns, pod.gang, "", size, tk, timeout, "LeaderWorkerSet", leader_first)
+
+
+def resolve_gang(
+    pod: PodInfo,
+    pod_groups: PodGroupLister,
+    args: OMEGangPackArgs,
+    lws: Callable[[str, str], LeaderWorkerSet | None] | None = None,
+) -> Gang | Status:
     """§2.4: the member's gang, or the Unschedulable status that says why it cannot be planned.
 
-    Checks in the documented order: the PodGroup exists and is readable, ``minMember`` is
+    An LWS group's gang (§2.1) is resolved by :func:`resolve_lws_gang` (``lws``: the
+    LeaderWorkerSet lookup; None: none known). A PodGroup's checks, in the documented order:
+    the PodGroup exists and is readable, ``minMember`` is
     positive, a topology key resolves, the unsupported placement-group label is absent, and
     a Permit timeout is configured (UnschedulableAndUnresolvable when not).
     """
+    if source_of(pod.gang) == "LeaderWorkerSet":
+        return resolve_lws_gang(pod, args, lws or (lambda _ns, _name: None))
     ns, name = pod.namespace, pod.gang
     key = pod.gang_key
     pg = pod_groups.get(ns, name)

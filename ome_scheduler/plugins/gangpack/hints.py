@@ -22,8 +22,9 @@ from ome_scheduler.api.core import Node, Pod
 from ome_scheduler.api.scheduling import PodGroup, same_definition
 from ome_scheduler.config.pluginargs import OMEGangPackArgs
 from ome_scheduler.framework.events import POD_GROUP, ActionType, ClusterEventWithHint, QueueingHint, on, queueing_hint
+from ome_scheduler.framework.gangsource import gang_name
 from ome_scheduler.framework.interface import PodGroupLister
-from ome_scheduler.framework.types import POD_GROUP_LABEL, Resource, gang_key
+from ome_scheduler.framework.types import Resource, gang_key
 from ome_scheduler.plugins.gangpack.gang import same_pod
 from ome_scheduler.plugins.gangpack.pins import PinStore
 
@@ -31,8 +32,8 @@ QUEUE, SKIP = QueueingHint.QUEUE, QueueingHint.QUEUE_SKIP
 
 
 def gang_of(pod: Pod) -> str:
-    """The pod's PodGroup name (``""`` for a standalone pod)."""
-    return pod.metadata.labels.get(POD_GROUP_LABEL, "")
+    """The pod's gang name (``""`` for a standalone pod): its PodGroup, or its LWS group (§2.1)."""
+    return gang_name(pod.metadata)
 
 
 def was_bound(pod: Pod) -> bool:

@@ -21,6 +21,7 @@ import time
 from ome_scheduler.api.core import Node
 from ome_scheduler.api.scheduling import PLACEMENT_BOUND, PodGroup, same_definition
 from ome_scheduler.config.pluginargs import OMEGangPackArgs
+from ome_scheduler.framework.gangsource import is_lws_leader, source_of
 from ome_scheduler.framework.interface import ClusterTruth, Handle
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import GangKey, GangPlacement, PodInfo, gang_key, split_gang_key
@@ -101,6 +102,12 @@ class GangManager(GangState):
             if p.pod_key != pod.pod_key and self.handle.get_waiting_pod(p.pod_key) is None
         ]
         self.activate(parked, "permit")
+        if gang.leader_first and is_lws_leader(pod.pod.metadata) and not self.pins.is_drained(gang.key, token):
+            # §2.1: a LeaderReady group's workers are created once its leader runs, so the leader
+            # cannot wait for them: it binds now, and the pin keeps holding the domain's room for
+            # the workers until they bind, the group goes, or the hold expires (rule 8).
+            self.metrics.gate("admit")
+            return None
         if not self.pins.is_drained(gang.key, token):
             self.metrics.gate("wait")
             self.waiting_since[pod.pod_key] = time.monotonic()
@@ -341,21 +348,11 @@ class GangManager(GangState):
             self.report(key)
             tk, domain = pin.domain.topology_key, pin.domain.value
             log.info("gangpack.hold_expired", v=2, gang=key, domain=domain, topologyKey=tk)
-            parts = split_gang_key(key)
-            pg = self.handle.pod_groups().get(*parts) if parts else None
-            if pg is not None:
-                note = (
-                    f"gang {key} did not complete within its scheduleTimeoutSeconds: released the hold on "
-                    f"{tk}={domain}, so other pods may use it; its members keep trying there"
-                )
-                self.handle.event_recorder().event(
-                    pg,
-                    controller=self.scheduler_name,
-                    type_="Warning",
-                    reason="HoldReleased",
-                    action="Scheduling",
-                    note=note,
-                )
+            note = (
+                f"gang {key} did not complete within its scheduleTimeoutSeconds: released the hold on "
+                f"{tk}={domain}, so other pods may use it; its members keep trying there"
+            )
+            self.pod_group_event(key, "Warning", "HoldReleased", note)
             self.wake_parked_by_hold()
 
     def check_state(self, truth: ClusterTruth) -> list[tuple[str, str, str]]:
@@ -368,6 +365,9 @@ class GangManager(GangState):
         for key, pin in self.pins.by_group.items():
             tk, domain = pin.domain.topology_key, pin.domain.value
             uid = truth.pod_groups.get(key)
+            parts = split_gang_key(key)
+            if parts is not None and source_of(parts[1]) == "LeaderWorkerSet":
+                uid = ""  # §2.1: an LWS group has no PodGroup to check against
             if uid is None:
                 out.append((key, "pin-without-podgroup", f"pinned to {tk}={domain} but its PodGroup does not exist"))
                 continue

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import msgspec
 
 from ome_scheduler.api.core import Pod
+from ome_scheduler.framework.gangsource import is_lws_leader
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.logs import enabled, get_logger
@@ -90,6 +91,7 @@ class PinPlanner:
         placed = self._scan_placement(gang, pin)
         if isinstance(placed, Status):
             return placed
+        pin = self._follow_lws_group(gang, pin, placed)
         need = max(1, gang.min_member - placed.count)
         templates = self._member_templates(pod, gang, pin, placed, need)
         if isinstance(templates, Status):
@@ -164,6 +166,8 @@ class PinPlanner:
         members span several domains."""
         key, tk = gang.key, gang.topology_key
         members = [(p, n) for p, n in self.handle.pod_groups().placed_members(key) if n is not None]
+        if gang.source == "LeaderWorkerSet":
+            members = self._current_incarnation(gang, members)
         domains = {n.labels.get(tk, "") for _, n in members}
         if pin is not None and pin.domain.topology_key == tk and domains - {pin.domain.value}:
             # Rule 9: a placed member's node left the pinned domain (relabelled or unlabelled):
@@ -183,6 +187,34 @@ class PinPlanner:
             return Status.unresolvable(f"gang {key} already has members in multiple topology domains")
         return Placement(members, {p.name for p, _ in members}, next(iter(domains), ""))
 
+    def _current_incarnation(
+        self, gang: Gang, members: list[tuple[PodInfo, NodeInfo]]
+    ) -> list[tuple[PodInfo, NodeInfo]]:
+        """§2.1: a re-created LWS group reuses its pods' names, so the placed members of the old
+        one (terminating, or workers of a leader that is gone) are not the new one's."""
+        live = [p for p in members if p[0].pod.metadata.deletion_timestamp is None]
+        leaders = [p.uid for p in self.state.live_members(gang.key) if is_lws_leader(p.pod.metadata)]
+        if len(leaders) != 1:
+            return live
+        uid = leaders[0]
+        return [(p, n) for p, n in live if self.handle.lws_leader_uid(p.pod) in ("", uid)]
+
+    def _follow_lws_group(self, gang: Gang, pin: Pin | None, placed: Placement) -> Pin | None:
+        """§2.1: an LWS group has no PodGroup UID to tell its incarnations apart. A drained pin
+        with no member placed (the group was deleted and re-created) is released, so the new
+        group is planned afresh; one with members missing (a pod came back alone) reserves them
+        again, so the gate counts them."""
+        if gang.source != "LeaderWorkerSet" or pin is None or pin.remaining > 0:
+            return pin
+        if self.state.waiters(gang.key, pin.token):
+            return pin
+        if placed.count == 0:
+            self.state.release(gang.key, pin.owner, pin.token, unwind=False, why="its group was re-created")
+            return None
+        if gang.min_member > placed.count:
+            self.pins.set_remaining_if(gang.key, pin.token, gang.min_member - placed.count)
+        return pin
+
     def _member_templates(
         self, pod: PodInfo, gang: Gang, pin: Pin | None, placed: Placement, need: int
     ) -> list[PodInfo] | Status:
@@ -195,6 +227,10 @@ class PinPlanner:
         templates = [pod] + [
             p for p in live if p.name != pod.name and not p.pod.spec.node_name and p.name not in placed.names
         ]
+        if len(templates) < need and gang.leader_first:
+            # §2.1: a LeaderReady group's workers do not exist until its leader runs; the
+            # leader's shape stands in for each of them, so the domain chosen has their room.
+            templates += [pod] * (need - len(templates))
         if len(templates) < need:
             incomplete.add(key)
             return Status.unschedulable(f"waiting for all PodGroup member templates for {key}")

@@ -2,7 +2,8 @@
 
 Implements ``docs/design/gang-scheduling.md`` with its product rules (glossary in the package docstring):
 
-* PreFilter resolves the gang from its PodGroup (§2.4, ``gang.py``), then the planner pins it
+* PreFilter resolves the gang from its PodGroup (§2.4) or its LeaderWorkerSet group (§2.1,
+  ``gang.py``), then the planner pins it
   (§3.7, ``planner.py``): follow the pin, adopt the domain of members already placed (rule 7),
   or best-fit a fresh domain by room counted in members (rules 1, 2) and hold it while the
   gang forms; the member is narrowed to nodes that strand no sibling.
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ome_scheduler.config.pluginargs import OMEGangPackArgs
+from ome_scheduler.framework import gangsource
 from ome_scheduler.framework.events import ClusterEventWithHint
 from ome_scheduler.framework.interface import (
     MAX_NODE_SCORE,
@@ -97,6 +99,8 @@ class OMEGangPack(
     ) -> None:
         self.args = args
         self.handle = handle
+        # §2.1: which pods are members at all
+        gangsource.configure(lws_gangs=args.lws_gangs, fallback_topology_key=bool(args.topology_key))
         self.gangs = GangManager(args, handle, GangMetrics(metrics), scheduler_name)
         self.hints = GangHints(args, handle.pod_groups(), self.gangs.pins)
         handle.pod_groups().subscribe(self.gangs.on_pod_group_change)
@@ -146,9 +150,10 @@ class OMEGangPack(
         """Standalone pods: Success. Members: resolve the gang, pin it, narrow the nodes."""
         if not pod.gang:
             return None, None
-        gang = resolve_gang(pod, self.handle.pod_groups(), self.args)
+        gang = resolve_gang(pod, self.handle.pod_groups(), self.args, self.handle.leader_worker_set)
         if isinstance(gang, Status):
-            if self.handle.pod_groups().get(pod.namespace, pod.gang) is None:
+            lws = gangsource.source_of(pod.gang) == "LeaderWorkerSet"
+            if not lws and self.handle.pod_groups().get(pod.namespace, pod.gang) is None:
                 self.gangs.forget_missing_gang(pod.gang_key)
             return None, gang
         pinned = self.gangs.planner.pin_gang(pod, gang, nodes)

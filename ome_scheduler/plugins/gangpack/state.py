@@ -29,8 +29,9 @@ import time
 from collections.abc import Iterable
 
 from ome_scheduler.api.core import Pod
-from ome_scheduler.api.scheduling import PLACEMENT_HOLDING, PLACEMENT_PINNED
+from ome_scheduler.api.scheduling import PLACEMENT_HOLDING, PLACEMENT_PINNED, PodGroup
 from ome_scheduler.config.pluginargs import OMEGangPackArgs
+from ome_scheduler.framework.gangsource import is_lws_leader, source_of
 from ome_scheduler.framework.interface import Handle
 from ome_scheduler.framework.types import GangKey, GangPlacement, NodeInfo, PodInfo, PodKey, split_gang_key
 from ome_scheduler.framework.waiting_pods import WaitingPod
@@ -109,12 +110,18 @@ class GangState:
         self.activate(pods, "reservation_released")
 
     def pod_group_event(self, gang: GangKey, type_: str, reason: str, note: str) -> None:
-        """Record an event on the gang's PodGroup (if it still exists)."""
+        """Record an event on the gang's PodGroup (if it still exists); an LWS group has none
+        (§2.1), so its event goes to its leader pod, else to its first live member."""
         parts = split_gang_key(gang)
-        pg = self.handle.pod_groups().get(*parts) if parts else None
-        if pg is not None:
+        regarding: Pod | PodGroup | None = None
+        if parts is not None and source_of(parts[1]) == "LeaderWorkerSet":
+            members = sorted(self.live_members(gang), key=lambda p: (not is_lws_leader(p.pod.metadata), p.name))
+            regarding = members[0].pod if members else None
+        elif parts is not None:
+            regarding = self.handle.pod_groups().get(*parts)
+        if regarding is not None:
             self.handle.event_recorder().event(
-                pg, controller=self.scheduler_name, type_=type_, reason=reason, action="Scheduling", note=note
+                regarding, controller=self.scheduler_name, type_=type_, reason=reason, action="Scheduling", note=note
             )
 
     def report(self, gang: GangKey) -> None:
