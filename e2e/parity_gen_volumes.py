@@ -189,7 +189,7 @@ class _FamilyGen:
                 continue
             up = self.chance(0.6)
             new = {}
-            for k, v in old.items():
+            for k in old:
                 if k == "cpu":
                     new[k] = self.r.choice(["1500m", "2", "3"] if up else ["50m", "100m"])
                 else:
@@ -256,7 +256,12 @@ class FamilyRunner(ParityRunner):
             if self.api.try_get(f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}") is None:
                 self.api.post(
                     "/apis/scheduling.k8s.io/v1/priorityclasses",
-                    {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value},
+                    {
+                        "apiVersion": "scheduling.k8s.io/v1",
+                        "kind": "PriorityClass",
+                        "metadata": {"name": name},
+                        "value": value,
+                    },
                 )
 
     def setup(self, cases: Sequence[Case]) -> None:
@@ -306,4 +311,3 @@ class FamilyRunner(ParityRunner):
             self.api.delete(f"/apis/storage.k8s.io/v1/volumeattachments?labelSelector={sel}")
             self.api.delete(f"/apis/storage.k8s.io/v1/csinodes?labelSelector={sel}")
             self.api.delete(f"/api/v1/persistentvolumes?labelSelector={sel}")
-
