@@ -311,3 +311,56 @@ class FamilyRunner(ParityRunner):
             self.api.delete(f"/apis/storage.k8s.io/v1/volumeattachments?labelSelector={sel}")
             self.api.delete(f"/apis/storage.k8s.io/v1/csinodes?labelSelector={sel}")
             self.api.delete(f"/api/v1/persistentvolumes?labelSelector={sel}")
+
+
+def hand_case(prefix: str, cpu: str = "4", requests: dict[str, str] | None = None) -> FamilyCase:
+    """A hand-written case ``<prefix><6 hex>`` for the e2e tests: namespace ``<id>-a``, one
+    untainted node ``<id>-n0`` (``cpu`` CPUs, 8 GiB, 10 pods) and a pause pod selecting it with
+    ``requests``; tests add CSI objects, existing pods and resizes."""
+    import uuid
+
+    cid = f"{prefix}{uuid.uuid4().hex[:6]}"
+    case = FamilyCase(id=cid, index=0)
+    case.namespaces = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"{cid}-a", "labels": {CASE_LABEL: cid}}}
+    ]
+    res = {"cpu": cpu, "memory": "8Gi", "pods": "10"}
+    name = f"{cid}-n0"
+    case.nodes = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "annotations": {"kwok.x-k8s.io/node": "fake"},
+                "labels": {CASE_LABEL: cid, "kubernetes.io/hostname": name, "type": "kwok"},
+            },
+            "spec": {"taints": []},
+            "status": {"capacity": res, "allocatable": res},
+        }
+    ]
+    container: dict[str, Any] = {"name": "app", "image": "registry.k8s.io/pause:3.10"}
+    if requests:
+        container["resources"] = {"requests": dict(requests)}
+    case.pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"namespace": f"{cid}-a", "labels": {"app": "new"}},
+        "spec": {"nodeSelector": {CASE_LABEL: cid}, "terminationGracePeriodSeconds": 0, "containers": [container]},
+    }
+    return case
+
+
+def running_pod(case: FamilyCase, name: str, requests: dict[str, str]) -> dict[str, Any]:
+    """An existing pod ``name`` (container ``c``) bound to the case's first node."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": case.ns, "labels": {"app": "old"}},
+        "spec": {
+            "schedulerName": "default-scheduler",
+            "nodeName": case.nodes[0]["metadata"]["name"],
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": requests}}],
+        },
+    }
