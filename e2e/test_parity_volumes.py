@@ -50,6 +50,7 @@ def runner(api: Api, kube: KubeSchedulerProcess, ome: SchedulerProcess) -> Itera
     r.close()
 
 
+@pytest.mark.timeout(max(600, 10 * CASES))
 def test_generated_volume_resize_priority_cases_match_kube_scheduler(cluster: Cluster, runner: FamilyRunner) -> None:
     cases = generate(SEED, CASES, uuid.uuid4().hex[:4])
     results: list[CaseResult] = []
