@@ -57,6 +57,11 @@ def test_generated_volume_resize_priority_cases_match_kube_scheduler(cluster: Cl
     start = time.monotonic()
     for i in range(0, len(cases), BATCH):
         results.extend(runner.run_batch(cases[i : i + BATCH], upcoming=cases[i + BATCH : i + 2 * BATCH]))
+        bad_so_far = sum(1 for r in results if r.problems)
+        print(
+            f"parity progress: {len(results)} cases, {bad_so_far} mismatches, {time.monotonic() - start:.0f} s",
+            flush=True,
+        )
     elapsed = time.monotonic() - start
     bad = [r for r in results if r.problems]
     csi = sum(1 for c in cases if c.csinodes)
