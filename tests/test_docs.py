@@ -118,7 +118,7 @@ def test_the_checker_finds_what_it_should(tmp_path: Path) -> None:
     assert broken(page, tmp_path) == ["gone.md: no such file", "a.md#nope: no heading #nope in a.md"]
 
 
-TEST_ID = re.compile(r"`((?:tests|bench)/[\w/]+\.py)(?:::(\w+))?")
+TEST_ID = re.compile(r"`((?:tests|bench|e2e)/[\w/]+\.py)(?:::(\w+))?")
 
 
 def test_the_feature_gate_table_cites_tests_that_exist() -> None:

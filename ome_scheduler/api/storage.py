@@ -29,14 +29,16 @@ class CSINodeDriver(Record, gc=False):
 
     name: str = ""
     node_id: str = msgspec.field(default="", name="nodeID")
-    topology_keys: list[str] = []
+    topology_keys: list[str] | None = None
+    """Go's ``[]string`` without omitempty: the kubelet writes ``null`` for a driver without keys."""
     allocatable: VolumeNodeResources | None = None
 
 
 class CSINodeSpec(Record, gc=False):
     """``storagev1.CSINodeSpec``: the drivers the kubelet registered."""
 
-    drivers: list[CSINodeDriver] = []
+    drivers: list[CSINodeDriver] | None = None
+    """``null`` on a CSINode whose kubelet registered no driver (Go's nil slice, no omitempty)."""
 
 
 class CSINode(Record):
@@ -50,7 +52,7 @@ class CSINode(Record):
         """``getVolumeLimits``: driver name -> attachable volumes, for drivers that report a count."""
         return {
             d.name: d.allocatable.count
-            for d in self.spec.drivers
+            for d in self.spec.drivers or ()
             if d.allocatable is not None and d.allocatable.count is not None
         }
 

@@ -307,8 +307,8 @@ def is_schedulable_after_csinode_updated(pod: Pod, old: CSINode | None, new: CSI
     absent before, or without a count, had 0)."""
     if old is None or new is None:
         return QueueingHint.QUEUE
-    before = _counts(old.spec.drivers)
-    for name, count in _counts(new.spec.drivers).items():
+    before = _counts(old.spec.drivers or ())
+    for name, count in _counts(new.spec.drivers or ()).items():
         if count > before.get(name, 0):
             return QueueingHint.QUEUE
     return QueueingHint.QUEUE_SKIP

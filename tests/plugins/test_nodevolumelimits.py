@@ -537,3 +537,14 @@ def test_events_reach_the_queue_through_the_store() -> None:
     assert qp.pod_info.pod_key in q.unschedulable
     vs.on_attachment_delete(attachment("va", f"csi-{EBS}-1", EBS))
     assert qp.pod_info.pod_key not in q.unschedulable
+
+
+def test_a_csinode_with_null_topology_keys_or_no_drivers_decodes_and_limits() -> None:
+    """Go writes nil slices without omitempty as ``null``: a kubelet's CSINode has
+    ``topologyKeys: null`` for a driver without topology and ``drivers: null`` before any
+    driver registers. Both decode (an informer skipping them would drop the node's limits)."""
+    raw = b'{"metadata":{"name":"n"},"spec":{"drivers":[{"name":"d","nodeID":"n","topologyKeys":null,"allocatable":{"count":0}}]}}'
+    assert msgspec.json.decode(raw, type=CSINode).volume_limits() == {"d": 0}
+    empty = msgspec.json.decode(b'{"metadata":{"name":"n"},"spec":{"drivers":null}}', type=CSINode)
+    assert empty.volume_limits() == {}
+    assert is_schedulable_after_csinode_updated(claims_pod("c"), empty, empty) is QueueingHint.QUEUE_SKIP

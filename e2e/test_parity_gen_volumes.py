@@ -1,0 +1,48 @@
+"""The pure parts of ``e2e/parity_gen_volumes.py`` (no cluster): the stream is reproducible and
+covers every dimension it claims, and the status patches say what a kubelet would."""
+
+from __future__ import annotations
+
+from e2e.parity_gen_volumes import RESIZE_STATES, Resize, generate, resize_status
+
+
+def test_the_stream_is_reproducible_and_covers_its_dimensions() -> None:
+    a, b = generate(7, 120, "x"), generate(7, 120, "x")
+    assert [(c.pod, c.csinodes, c.attachments, c.resizes) for c in a] == [
+        (c.pod, c.csinodes, c.attachments, c.resizes) for c in b
+    ]
+    counts = [d.get("allocatable", {}).get("count") for c in a for n in c.csinodes for d in n["spec"]["drivers"]]
+    assert 0 in counts and 3 in counts and None in counts
+    assert {r.state for c in a for r in c.resizes} == set(RESIZE_STATES)
+    attached = {pv["spec"]["csi"]["volumeHandle"] for c in a for pv in c.attachment_pvs}
+    reused = [
+        pv for c in a if c.volumes for pv in c.volumes.pvs if pv["spec"].get("csi", {}).get("volumeHandle") in attached
+    ]
+    assert reused, "no new pod mounts a volume that is already attached somewhere"
+    missing = [
+        va
+        for c in a
+        for va in c.attachments
+        if va["spec"]["source"]["persistentVolumeName"] not in {p["metadata"]["name"] for p in c.attachment_pvs}
+    ]
+    assert missing, "no attachment of a missing PV"
+    assert any(v.get("awsElasticBlockStore") for c in a for v in c.pod["spec"].get("volumes", []))
+    assert any(c.pod["spec"].get("priorityClassName") for c in a)
+
+
+def test_resize_status_reports_each_state_as_a_kubelet_would() -> None:
+    def after(state: str) -> dict[str, object]:
+        return resize_status(Resize("ns", "p", {"cpu": "1"}, {"cpu": "3"}, state), "after")["status"]  # type: ignore[no-any-return]
+
+    before = resize_status(Resize("ns", "p", {"cpu": "1"}, {"cpu": "3"}, "done"), "before")["status"]
+    assert before["containerStatuses"][0]["resources"] == {"requests": {"cpu": "1"}}
+    assert after("infeasible")["conditions"] == [
+        {"type": "PodResizePending", "status": "True", "reason": "Infeasible", "message": "parity"}
+    ]
+    assert after("deferred")["conditions"][0]["reason"] == "Deferred"  # type: ignore[index]
+    assert after("in-progress")["conditions"] == [{"type": "PodResizeInProgress", "status": "True"}]
+    assert after("in-progress")["containerStatuses"][0]["allocatedResources"] == {"cpu": "3"}  # type: ignore[index]
+    assert after("in-progress")["containerStatuses"][0]["resources"] == {"requests": {"cpu": "1"}}  # type: ignore[index]
+    assert "conditions" not in after("done") and "conditions" not in after("unreported")
+    assert after("done")["containerStatuses"][0]["resources"] == {"requests": {"cpu": "3"}}  # type: ignore[index]
+    assert after("unreported")["containerStatuses"][0]["allocatedResources"] == {"cpu": "1"}  # type: ignore[index]
