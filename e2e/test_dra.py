@@ -355,3 +355,61 @@ def test_gang_on_dra_devices_binds_in_one_clique_or_not_at_all(
         reasons = [m["reason"] for m in out["members"]]
         assert any("2 cannot allocate all claims" in r for r in reasons), reasons
         assert not any("could not find ResourceClaim" in r for r in reasons), reasons
+
+
+def many_slices(s: Setup, node_name: str, slices: int, per: int = 128) -> list[dict[str, Any]]:
+    """``slices`` slices of ``per`` devices (128 is the API's maximum per slice) in one pool of
+    ``node_name``: thousands of devices on one node."""
+    return [
+        d.node_slice(
+            s.driver,
+            node_name,
+            [d.gpu(k * per + j, node_name) for j in range(per)],
+            pool=f"{node_name}-big",
+            slice_count=slices,
+            name=f"{node_name}-big-{k}",
+        )
+        for k in range(slices)
+    ]
+
+
+def test_hostile_claims_get_clear_events_and_others_are_served(
+    api: Api, scheduler: SchedulerProcess, kube: KubeSchedulerProcess, ns: str
+) -> None:
+    """Claims the API server accepts but that cannot be served: a selector that fails at run
+    time (the same message as kube-scheduler's), 32 requests of 4 devices (128 devices: over
+    the claim limit of 32), a hopeless matchAttribute over a pool of 5,120 devices (the step
+    budget ends it). Each pod gets a FailedScheduling event saying why, the scheduler stays up,
+    and a pod of another namespace binds meanwhile."""
+    with Setup(api, "hostile", 2, 4) as s:
+        big = many_slices(s, s.node_names[1], 40)
+        d.create(api, *big)
+        try:
+            bad_cel = [f'device.attributes["{s.driver}"].noSuchAttribute == 1']
+            for who in ("ome", "kube"):
+                d.create(api, d.claim(f"cel-{who}", ns, d.claim_spec([d.exactly("gpu", s.cls, selectors=bad_cel)])))
+            many = [d.exactly(f"r{i}", s.cls, 4) for i in range(32)]
+            d.create(api, d.claim("many", ns, d.claim_spec(many)))
+            hopeless = d.claim_spec([d.exactly("gpu", s.cls, 8)], f"{s.driver}/index")
+            d.create(api, d.claim("hopeless", ns, hopeless))
+            api.create_pod(pod_on(s, "cel", ns, claims={"gpu": "cel-ome"}))
+            api.create_pod(pod_on(s, "cel-kube", ns, claims={"gpu": "cel-kube"}, scheduler=KUBE_PROFILE))
+            api.create_pod(pod_on(s, "many", ns, claims={"gpu": "many"}))
+            api.create_pod(pod_on(s, "hopeless", ns, claims={"gpu": "hopeless"}))
+            msg_cel = wait_message(api, ns, "cel", "CEL runtime error")
+            msg_kube = wait_message(api, ns, "cel-kube", "CEL runtime error")
+            assert msg_cel == msg_kube.replace("cel-kube", "cel-ome"), (msg_cel, msg_kube)
+            wait_message(api, ns, "many", "exceeds the claim limit of 32")
+            wait_message(api, ns, "hopeless", "timed out trying to allocate devices", timeout=60)
+            other = unique("e2e-other")
+            api.create_namespace(other)
+            try:
+                d.create(api, d.claim("ok", other, d.claim_spec([d.exactly("gpu", s.cls)])))
+                api.create_pod(pod_on(s, "ok", other, claims={"gpu": "ok"}))
+                wait_bound(api, other, ["ok"], timeout=15)
+            finally:
+                api.delete_namespace(other, wait=30)
+            assert scheduler.alive_or_raise()
+            assert not any(node_of(api, ns, p) for p in ("cel", "many", "hopeless"))
+        finally:
+            d.delete(api, *big)
