@@ -28,8 +28,10 @@ import copy
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
+from e2e.harness.waits import wait_for
 from e2e.parity_gen import CASE_LABEL, HOSTNAME, Case
 from e2e.parity_harness import PHASES, ParityRunner
 
@@ -286,6 +288,10 @@ class DraParityRunner(ParityRunner):
         objs = [o for s in dra for p in PHASES for o in _flat(s.materialise(p), ("classes", "slices"))]
         self._parallel(lambda o: self.api.post(_path(o), o), objs)
         super().setup(cases)
+        # the ServiceAccount admission refuses pods until the namespace's default ServiceAccount exists
+        for ns in [n["metadata"]["name"] for c in cases for n in c.namespaces]:
+            path = f"/api/v1/namespaces/{ns}/serviceaccounts/default"
+            wait_for(f"ServiceAccount {ns}/default", partial(self.api.try_get, path), timeout=30, interval=0.05)
         templates = [o for s in dra for p in PHASES for o in s.materialise(p)["templates"]]
         self._parallel(lambda o: self.api.post(_path(o), o), templates)
 
