@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import copy
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
+
+import httpx
 
 from e2e.harness.waits import wait_for
 from e2e.parity_gen import CASE_LABEL, HOSTNAME, Case
@@ -296,11 +298,21 @@ class DraParityRunner(ParityRunner):
         self._parallel(lambda o: self.api.post(_path(o), o), templates)
 
     def teardown(self, cases: Sequence[Case]) -> None:
+        """The base teardown, then the cases' slices and classes, in the background (their
+        nodes are gone, so neither scheduler can use them any more); a timed-out delete is
+        sent once more."""
         super().teardown(cases)
         ids = ",".join(sorted(c.id for c in cases))
-        delete: Callable[[str], None] = self.api.delete
-        for kind in ("resourceslices", "deviceclasses"):
-            delete(f"{GROUP}/{kind}?labelSelector={CASE_LABEL}+in+({ids})")
+
+        def rest() -> None:
+            for kind in ("resourceslices", "deviceclasses"):
+                path = f"{GROUP}/{kind}?labelSelector={CASE_LABEL}+in+({ids})"
+                try:
+                    self.api.delete(path)
+                except httpx.TimeoutException:
+                    self.api.delete(path)
+
+        self._background.append(self.pool.submit(rest))
 
 
 def _flat(objs: dict[str, list[dict[str, Any]]], kinds: Sequence[str]) -> list[dict[str, Any]]:

@@ -413,3 +413,41 @@ def test_hostile_claims_get_clear_events_and_others_are_served(
             assert not any(node_of(api, ns, p) for p in ("cel", "many", "hopeless"))
         finally:
             d.delete(api, *big)
+
+
+def test_all_devices_of_an_incomplete_pool_is_an_error_as_upstream(
+    api: Api, scheduler: SchedulerProcess, kube: KubeSchedulerProcess, ns: str
+) -> None:
+    """A pool that says it has 2 slices while only 1 is published: allocationMode All is an
+    error (not unresolvable: the pod is retried), with kube-scheduler's text; ExactCount still
+    takes a device of the published slice. Once the second slice appears, All binds."""
+
+    def half(i: int, n: str) -> list[dict[str, Any]]:
+        return [d.gpu(j, n) for j in range(2)]
+
+    with Setup(api, "inc", 1, 0, devices=half) as s:
+        n = s.node_names[0]
+        for sl in s.slices:
+            sl["spec"]["pool"]["resourceSliceCount"] = 2
+        api.patch(
+            f"{d.PATHS['ResourceSlice']}/{s.slices[0]['metadata']['name']}",
+            {"spec": {"pool": {"resourceSliceCount": 2}}},
+        )
+        for who in ("ome", "kube"):
+            d.create(api, d.claim(f"all-{who}", ns, d.claim_spec([d.exactly("gpu", s.cls, mode="All")])))
+        api.create_pod(pod_on(s, "all", ns, claims={"gpu": "all-ome"}))
+        api.create_pod(pod_on(s, "all-kube", ns, claims={"gpu": "all-kube"}, scheduler=KUBE_PROFILE))
+        want = f"asks for all devices, but resource pool {s.driver}/{n} is currently being updated"
+        msg_o = wait_message(api, ns, "all", want)
+        msg_k = wait_message(api, ns, "all-kube", want)
+        assert msg_o == msg_k.replace("all-kube", "all-ome"), (msg_o, msg_k)
+        assert scheduled_condition(api, ns, "all")["reason"] == "SchedulerError"  # type: ignore[index]
+        api.delete_pod(ns, "all-kube")  # both want every device: only ours may take them
+        second = d.node_slice(s.driver, n, [d.gpu(j, n) for j in range(2, 4)], slice_count=2, name=f"{n}-second")
+        d.create(api, second)
+        try:
+            wait_bound(api, ns, ["all"], timeout=30)
+            name = "all-ome"
+            assert len(d.allocated_devices(wait_claim_allocated(api, ns, name))) == 4
+        finally:
+            d.delete(api, second)
