@@ -51,7 +51,9 @@ def test_generated_dra_cases_match_kube_scheduler(
     start = time.monotonic()
     try:
         for i in range(0, len(cases), BATCH):
-            results.extend(runner.run_batch(cases[i : i + BATCH]))
+            batch = runner.run_batch(cases[i : i + BATCH])
+            results.extend(batch)
+            print(f"batch {i // BATCH}: {sum(1 for r in batch if r.problems)} mismatches of {len(batch)}", flush=True)
     finally:
         runner.close()
     elapsed = time.monotonic() - start
