@@ -54,6 +54,9 @@ def test_generated_dra_cases_match_kube_scheduler(
             batch = runner.run_batch(cases[i : i + BATCH])
             results.extend(batch)
             print(f"batch {i // BATCH}: {sum(1 for r in batch if r.problems)} mismatches of {len(batch)}", flush=True)
+            for r in batch:
+                if r.problems:
+                    print(r.describe(), flush=True)
     finally:
         runner.close()
     elapsed = time.monotonic() - start
