@@ -12,6 +12,8 @@ every permission the chart grants it:
 * a pod whose WaitForFirstConsumer claim binds to a local PV (PreBind patches the PV's
   claimRef), and one whose claim is provisioned (PreBind patches the claim's selected-node
   annotation; the test plays the external provisioner);
+* a pod whose claim, made by the resourceclaim controller from a template, gets a device of a
+  hand-written ResourceSlice (PreBind patches the claim's finalizer, then its status);
 * ``/metrics`` read with a token of a ServiceAccount the chart's metrics-reader binding lists
   (200) and of one it does not (403): TokenReviews and SubjectAccessReviews;
 * a graceful stop, which releases the Lease.
@@ -38,6 +40,7 @@ from typing import Any
 import pytest
 import yaml
 
+from e2e import dra_objects as d
 from e2e.harness.api import Api
 from e2e.harness.audit import AuditLog, permissions, refused
 from e2e.harness.cluster import Cluster
@@ -188,6 +191,18 @@ def volumes(api: Api, ns: str, node_name: str) -> list[str]:
     return [f"storageclass/{local}", f"storageclass/{provisioned}", f"pv/{local}", f"pv/{provisioned}"]
 
 
+def dra(api: Api, ns: str, node_name: str) -> list[dict[str, Any]]:
+    """A pod with a template claim for one device of a slice on ``node_name``: bound there, the
+    claim allocated. Returns the cluster-scoped objects made (for clean-up)."""
+    drv = d.driver(ns)
+    cluster_scoped = [d.device_class(f"{ns}-gpu", drv), d.node_slice(drv, node_name, [d.gpu(0, node_name)])]
+    d.create(api, *cluster_scoped)
+    d.create(api, d.claim_template("one", ns, d.claim_spec([d.exactly("gpu", f"{ns}-gpu")])))
+    api.create_pod(d.dra_pod("dra", ns, templates={"gpu": "one"}))
+    assert wait_bound(api, ns, ["dra"], timeout=30) == {"dra": node_name}
+    return cluster_scoped
+
+
 @pytest.mark.e2e
 def test_chart_rbac_is_exactly_what_the_scheduler_uses(
     cluster: Cluster, api: Api, audit: AuditLog, clean_release: None, tmp_path: Path
@@ -207,6 +222,7 @@ def test_chart_rbac_is_exactly_what_the_scheduler_uses(
     for sa in ("prometheus", "intruder"):
         api.post(f"/api/v1/namespaces/{readers}/serviceaccounts", {"metadata": {"name": sa}})
     cluster_scoped: list[str] = []
+    dra_objects: list[dict[str, Any]] = []
     lease = f"/apis/coordination.k8s.io/v1/namespaces/{RELEASE_NS}/leases/{RELEASE}"
     try:
         with SchedulerProcess(cluster, config, kubeconfig=kubeconfig) as sched:
@@ -222,6 +238,7 @@ def test_chart_rbac_is_exactly_what_the_scheduler_uses(
             event_series(api, sched, ns)
             node_name = sorted(n["metadata"]["name"] for n in api.nodes("type=kwok"))[0]
             cluster_scoped = volumes(api, ns, node_name)
+            dra_objects = dra(api, ns, node_name)
             allowed = api.request_token("prometheus", readers)
             r = sched.get("/metrics", token=allowed)
             assert r.status_code == 200 and "ome_scheduler_gang_pin_total" in r.text
@@ -234,6 +251,7 @@ def test_chart_rbac_is_exactly_what_the_scheduler_uses(
         api.delete_namespace(readers)
         for obj in cluster_scoped:
             cluster.kubectl("delete", obj, "--ignore-not-found", "--wait=false", check=False)
+        d.delete(api, *dra_objects)
 
     manifest = helm(cluster, "get", "manifest", RELEASE, "--namespace", RELEASE_NS)
     assert manifest.returncode == 0, manifest.stderr

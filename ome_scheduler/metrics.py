@@ -266,6 +266,16 @@ class Metrics:
             ["kind", "result"],
             "ALPHA",
         )
+        self.dra_allocation_conflicts = counter(
+            o + "dra_allocation_conflicts",
+            "Claim allocations PreBind did not write because another writer got there first, by kind: "
+            "'device' (a device of the allocation is now held by another claim, e.g. one the default "
+            "scheduler allocated) or 'claim' (the claim itself got allocated elsewhere).",
+            ["kind"],
+            "ALPHA",
+        )
+        for kind in ("device", "claim"):
+            self.dra_allocation_conflicts.labels(kind)
         # Pre-create the known label values so each series is exported as 0 from the start:
         # rate() and absence alerts then work before the first matching event.
         for result in ("pinned", "no_fit", "reserved", "adopted", "stale_replan", "topology_replan"):

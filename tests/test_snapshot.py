@@ -64,6 +64,15 @@ def test_take_snapshot_lists_every_page_and_skips_what_it_cannot_read(capsys: py
                 api.lists[path] = []
             for path in ("/apis/apps/v1/replicasets", "/apis/apps/v1/statefulsets"):
                 api.lists[path] = []
+            dra = "/apis/resource.k8s.io/v1"
+            api.lists[f"{dra}/resourceclaims"] = []
+            api.lists[f"{dra}/deviceclasses"] = [{"metadata": {"name": "gpu"}, "spec": {}}]
+            api.lists[f"{dra}/resourceslices"] = [
+                {
+                    "metadata": {"name": "s"},
+                    "spec": {"driver": "d.example.com", "nodeName": "n0000", "pool": {"name": "n0000"}},
+                }
+            ]
             # No PodGroup list: the CRD is not installed (404).
             return await take_snapshot(api.client()), api
 
@@ -74,6 +83,8 @@ def test_take_snapshot_lists_every_page_and_skips_what_it_cannot_read(capsys: py
     assert pods_get.query["fieldSelector"] == "status.phase!=Succeeded,status.phase!=Failed"
     assert [p.metadata.name for p in snap.pods] == ["p"]
     assert snap.pod_groups == [] and snap.namespaces[0].metadata.labels == {"env": "prod"}
+    assert [c.metadata.name for c in snap.device_classes] == ["gpu"] and snap.resource_claims == []
+    assert [sl.spec.node_name for sl in snap.resource_slices] == ["n0000"]
     assert not any("secrets" in r.path or "configmaps" in r.path for r in api.requests)
     err = capsys.readouterr().err
     assert "skipping an object that cannot be read" in err and "podgroups not served" in err

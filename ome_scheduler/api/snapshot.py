@@ -16,6 +16,7 @@ command line or status message. Secrets are never listed. Shape::
     persistentVolumes: [...]; persistentVolumeClaims: [...]; storageClasses: [...]
     csiNodes: [...]; volumeAttachments: [...]; csiDrivers: [...]; csiStorageCapacities: [...]
     services: [...]; replicationControllers: [...]; replicaSets: [...]; statefulSets: [...]
+    resourceClaims: [...]; resourceSlices: [...]; deviceClasses: [...]   # resource.k8s.io/v1
 
 The manifests ``simulate --add`` takes are read here too (:func:`decode_manifests`).
 """
@@ -31,6 +32,7 @@ import yaml
 
 from ome_scheduler.api.core import Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass
 from ome_scheduler.api.meta import Record
+from ome_scheduler.api.resource import DeviceClass, ResourceClaim, ResourceSlice
 from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.api.storage import CSIDriver, CSINode, CSIStorageCapacity, VolumeAttachment
 from ome_scheduler.api.workloads import ReplicaSet, ReplicationController, Service, StatefulSet
@@ -68,6 +70,9 @@ class ClusterSnapshot(Record):
     replication_controllers: list[ReplicationController] = []
     replica_sets: list[ReplicaSet] = []
     stateful_sets: list[StatefulSet] = []
+    resource_claims: list[ResourceClaim] = []
+    resource_slices: list[ResourceSlice] = []
+    device_classes: list[DeviceClass] = []
 
 
 class SnapshotError(ValueError):

@@ -184,6 +184,14 @@ class SchedulingQueue:
         s = p.pre_enqueue(q.pod_info)
         if s is not None:
             q.gating_plugin = s.plugin or "PreEnqueue"
+            # upstream: logger.V(4).Info("Status after running PreEnqueue plugin", ...)
+            log.info(
+                "Status after running PreEnqueue plugin",
+                v=4,
+                pod=q.pod_info.key,
+                plugin=q.gating_plugin,
+                status=s.message(),
+            )
             if q.gating_plugin not in q.unschedulable_plugins:
                 q.unschedulable_plugins.add(q.gating_plugin)
                 self.metrics.unschedulable_pods.labels(q.gating_plugin, q.pod.spec.scheduler_name).inc()

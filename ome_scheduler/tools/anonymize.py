@@ -207,6 +207,32 @@ class Anonymizer:
             spec["storageClassName"] = self.name(spec["storageClassName"], "class")
         self._selector(spec.get("selector"))
 
+    def resource_claim(self, c: dict[str, Any]) -> None:
+        """A ResourceClaim: name, namespace, owners, the node selector and pool names of its
+        allocation, the pods it is reserved for (device names, drivers and attributes are kept)."""
+        self._meta(c["metadata"], "rclaim")
+        st = c.get("status", {})
+        alloc = st.get("allocation") or {}
+        for term in (alloc.get("nodeSelector") or {}).get("nodeSelectorTerms", []):
+            self._node_selector_term(term)
+        for r in (alloc.get("devices") or {}).get("results", []):
+            r["pool"] = self.name(r.get("pool", ""), "pool")
+        for ref in st.get("reservedFor", []):
+            ref["name"] = self.name(ref.get("name", ""), "pod")
+
+    def resource_slice(self, sl: dict[str, Any]) -> None:
+        """A ResourceSlice: name, node, pool name (a pool named after its node gets the node's
+        placeholder), node selector."""
+        self._meta(sl["metadata"], "slice")
+        spec = sl.get("spec", {})
+        if spec.get("nodeName"):
+            spec["nodeName"] = self.name(spec["nodeName"], "node")
+        pool = spec.get("pool") or {}
+        if pool.get("name"):
+            pool["name"] = self.name(pool["name"], "pool")
+        for term in (spec.get("nodeSelector") or {}).get("nodeSelectorTerms", []):
+            self._node_selector_term(term)
+
     def pod(self, p: dict[str, Any]) -> None:
         """A Pod: identity, labels, node, affinity and spread selectors, images, claim names."""
         self._meta(p["metadata"], "pod")
@@ -241,7 +267,14 @@ class Anonymizer:
                 claim["claimName"] = self.name(claim.get("claimName", ""), "claim")
         for rc in spec.get("resourceClaims", []):
             rc["name"] = self.name(rc.get("name", ""), "claim")
+            for k in ("resourceClaimName", "resourceClaimTemplateName"):
+                if rc.get(k):
+                    rc[k] = self.name(rc[k], "rclaim")
         st = p.get("status", {})
+        for rcs in st.get("resourceClaimStatuses", []):
+            rcs["name"] = self.name(rcs.get("name", ""), "claim")
+            if rcs.get("resourceClaimName"):
+                rcs["resourceClaimName"] = self.name(rcs["resourceClaimName"], "rclaim")
         # Container statuses follow their containers' new names (resize accounting matches by name).
         for key, spec_key in (("containerStatuses", "containers"), ("initContainerStatuses", "initContainers")):
             for cs in st.get(key, []):
@@ -269,6 +302,8 @@ class Anonymizer:
             ("replicationControllers", self.map_workload),
             ("replicaSets", self.selector_workload),
             ("statefulSets", self.selector_workload),
+            ("resourceSlices", self.resource_slice),
+            ("resourceClaims", self.resource_claim),
             ("pods", self.pod),
         )
         for key, fn in order:

@@ -3,7 +3,7 @@
 Lists what the informers of :mod:`ome_scheduler.app.informers` list (nodes, pods that are not
 finished, namespaces, PodGroups, PersistentVolumes, PersistentVolumeClaims, StorageClasses,
 CSINodes, VolumeAttachments, CSIDrivers, CSIStorageCapacities, Services, ReplicationControllers,
-ReplicaSets and StatefulSets;
+ReplicaSets, StatefulSets, ResourceClaims, ResourceSlices and DeviceClasses;
 never Secrets or ConfigMaps), decodes each object into the scheduler's typed record (so only
 the fields the scheduler reads are kept) into one
 :class:`~ome_scheduler.api.snapshot.ClusterSnapshot`. ``snapshot`` writes it, ``explain``
@@ -39,6 +39,9 @@ FIELD_OF_INFORMER = {
     "replicationcontrollers": "replication_controllers",
     "replicasets": "replica_sets",
     "statefulsets": "stateful_sets",
+    "resourceclaims": "resource_claims",
+    "resourceslices": "resource_slices",
+    "deviceclasses": "device_classes",
 }
 """Informer name (``app/informers.py``) -> the :class:`ClusterSnapshot` field it fills."""
 

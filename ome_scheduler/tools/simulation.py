@@ -171,11 +171,12 @@ class Simulation(OutcomeReader):
         self._replay_snapshot()
 
     def _replay_snapshot(self) -> None:
-        """The informers' initial lists: namespaces, nodes, storage, PodGroups, then pods
+        """The informers' initial lists: namespaces, nodes, storage, workloads, DRA objects, PodGroups, then pods
         (bound ones first, so a pending pod's first cycle already sees every placed pod)."""
         h = self.scheduler.handlers
         vol = self.scheduler.volumes
         wl = self.scheduler.workloads
+        dra = self.scheduler.dra
         snap = self.snapshot
         feeds: list[tuple[Sequence[Any], Callable[[Any], None]]] = [
             (snap.namespaces, h.on_namespace_add),
@@ -191,6 +192,9 @@ class Simulation(OutcomeReader):
             (snap.replication_controllers, wl.on_rc_add),
             (snap.replica_sets, wl.on_replicaset_add),
             (snap.stateful_sets, wl.on_statefulset_add),
+            (snap.device_classes, dra.on_class_add),
+            (snap.resource_slices, dra.on_slice_add),
+            (snap.resource_claims, dra.on_claim_add),
             (snap.pod_groups, h.on_pod_group_add),
         ]
         for objects, add in feeds:

@@ -150,9 +150,40 @@ def test_another_writer_winning_fails_prebind_with_upstreams_message() -> None:
         st = await w.plugin.pre_bind(state, PodInfo(p), host)
         assert st is not None and st.code == Code.ERROR
         assert st.message() == "claim default/c got allocated elsewhere in the meantime"
+        assert w.s.metrics.dra_allocation_conflicts.labels("claim")._value.get() == 1
         assert not w.s.dra.claim_has_pending_allocation(c.metadata.uid)
         w.plugin.unreserve(state, PodInfo(p), host)
         assert w.s.dra.list_all_allocated_devices() == {(GPU, "node-1", "gpu-1")}
+
+    asyncio.run(main())
+
+
+def test_a_device_another_scheduler_allocated_meanwhile_is_not_written_and_is_counted() -> None:
+    """Just before the status write, a device of the allocation is held by another claim (the
+    default scheduler allocated it from the same pool): nothing is written, the attempt fails
+    with an error naming the device, and the conflict is counted."""
+
+    async def main() -> None:
+        w = gpu_world({"node-1": 1})
+        c = w.add_claim(gpu_claim("c"))
+        p = claim_pod("p", "c")
+        host, _, state = attempt(w, p)
+        assert w.plugin.reserve(state, PodInfo(p), host) is None
+        alloc = {"devices": {"results": [{"request": "gpu", "driver": GPU, "pool": "node-1", "device": "gpu-0"}]}}
+        other = msgspec.convert(msgspec.to_builtins(gpu_claim("theirs")) | {"status": {"allocation": alloc}}, type(c))
+        w.add_claim(other)
+        writes = len(w.api.writes)
+        st = await w.plugin.pre_bind(state, PodInfo(p), host)
+        assert st is not None and st.code == Code.ERROR
+        assert (
+            st.message() == f"claim default/c: device {GPU}/node-1/gpu-0 got allocated to another claim in the meantime"
+        )
+        assert len(w.api.writes) == writes
+        assert w.api.claim("default", "c").status.allocation is None
+        m = w.s.metrics.dra_allocation_conflicts
+        assert m.labels("device")._value.get() == 1 and m.labels("claim")._value.get() == 0
+        w.plugin.unreserve(state, PodInfo(p), host)
+        assert not w.s.dra.claim_has_pending_allocation(c.metadata.uid)
 
     asyncio.run(main())
 

@@ -35,6 +35,9 @@ _DECODE = msgspec.json.Decoder(ResourceClaim)
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
 
+MSG_ALLOCATED_ELSEWHERE = "got allocated elsewhere in the meantime"
+
+
 def claim_path(claim: ResourceClaim, status: bool = False) -> str:
     """The claim's API path (``/status`` for the status subresource)."""
     md = claim.metadata
@@ -93,7 +96,7 @@ async def bind_claim(
         status: dict[str, Any] = {}
         if allocation is not None:
             if claim.status.allocation is not None:
-                raise ClaimWriteError(f"claim {ref} got allocated elsewhere in the meantime")
+                raise ClaimWriteError(f"claim {ref} {MSG_ALLOCATED_ELSEWHERE}")
             if FINALIZER not in claim.metadata.finalizers:
                 body = {"metadata": {**_precondition(claim), "finalizers": [*claim.metadata.finalizers, FINALIZER]}}
                 try:

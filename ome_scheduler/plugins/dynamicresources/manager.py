@@ -118,6 +118,11 @@ class DRAManager:
             out.update(allocated_devices_of(claim))
         return out
 
+    def held_by_cached_claims(self, devices: Iterable[DeviceID]) -> list[DeviceID]:
+        """Which of ``devices`` an allocation of a cached claim (the informer's or an assumed
+        one) holds, in order; in-flight allocations are not counted."""
+        return [d for d in devices if self._allocated.get(d, 0) > 0]
+
     def assume_claim_after_api_call(self, claim: ResourceClaim) -> None:
         """``AssumeClaimAfterAPICall``: keep ``claim`` (as the API server returned it) until the
         informer delivers the same or a newer version.

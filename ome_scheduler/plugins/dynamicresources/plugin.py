@@ -99,6 +99,7 @@ from ome_scheduler.framework.interface import (
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.logs import get_logger
+from ome_scheduler.metrics import Metrics
 from ome_scheduler.plugins.dynamicresources import binding
 from ome_scheduler.plugins.dynamicresources.claims import ClaimError, claim_ref, is_reserved_for_pod, pod_claims
 from ome_scheduler.plugins.dynamicresources.manager import DRAManager
@@ -165,11 +166,15 @@ class DynamicResources(
         self.selectors = SelectorCache()
         self._own_manager: DRAManager | None = None
         self._background: set[asyncio.Task[None]] = set()
+        self.metrics: Metrics | None = None
+        """Where allocation conflicts are counted (set by :meth:`new`; None in unit tests)."""
 
     @classmethod
     def new(cls, args: DynamicResourcesArgs, handle: Handle, options: FrameworkOptions) -> DynamicResources:
         """``New``: the plugin for validated arguments, writing through ``options.api_writer``."""
-        return cls(handle, args, options.api_writer)
+        plugin = cls(handle, args, options.api_writer)
+        plugin.metrics = options.metrics
+        return plugin
 
     @property
     def manager(self) -> DRAManager:
@@ -422,7 +427,14 @@ class DynamicResources(
         try:
             if self.client is None:
                 raise RuntimeError("DynamicResources has no API client")
-            updated = await binding.bind_claim(self.client, claim, allocation, pod)
+            if allocation is not None:
+                self._check_devices_still_free(claim, allocation)
+            try:
+                updated = await binding.bind_claim(self.client, claim, allocation, pod)
+            except binding.ClaimWriteError as exc:
+                if self.metrics is not None and str(exc).endswith(binding.MSG_ALLOCATED_ELSEWHERE):
+                    self.metrics.dra_allocation_conflicts.labels("claim").inc()
+                raise
             try:
                 m.assume_claim_after_api_call(updated)
             except (KeyError, ValueError) as exc:
@@ -431,6 +443,26 @@ class DynamicResources(
         finally:
             if allocation is not None:
                 m.remove_claim_pending_allocation(claim.metadata.uid)
+
+    def _check_devices_still_free(self, claim: ResourceClaim, allocation: AllocationResult) -> None:
+        """Just before the status write: no device of ``allocation`` may meanwhile be held by a
+        cached claim (another scheduler, typically the default one, allocated it from the same
+        pool). Counted in ``ome_scheduler_dra_allocation_conflicts_total{kind="device"}``.
+
+        Raises:
+            binding.ClaimWriteError: ``claim ns/c: device driver/pool/device got allocated to
+                another claim in the meantime`` (an Error status: the pod is retried).
+        """
+        mine = [(r.driver, r.pool, r.device) for r in allocation.devices.results if not r.admin_access]
+        taken = self.manager.held_by_cached_claims(mine)
+        if not taken:
+            return
+        if self.metrics is not None:
+            self.metrics.dra_allocation_conflicts.labels("device").inc()
+        drv, pool, dev = taken[0]
+        raise binding.ClaimWriteError(
+            f"claim {claim_ref(claim)}: device {drv}/{pool}/{dev} got allocated to another claim in the meantime"
+        )
 
     # ---- queueing -----------------------------------------------------------------------------
 
