@@ -1,4 +1,5 @@
-"""The Services, ReplicationControllers, ReplicaSets and StatefulSets PodTopologySpread reads.
+"""The Services, ReplicationControllers, ReplicaSets and StatefulSets PodTopologySpread reads,
+and the PodDisruptionBudgets DefaultPreemption reads.
 
 ``WorkloadStore`` is kept current by informers (``app/informers.py``) and answers
 :meth:`WorkloadStore.default_selector`, which mirrors ``helper.DefaultSelector``
@@ -11,7 +12,7 @@ plugin registers these objects' events upstream either.
 from __future__ import annotations
 
 from ome_scheduler.api.core import Pod
-from ome_scheduler.api.workloads import ReplicaSet, ReplicationController, Service, StatefulSet
+from ome_scheduler.api.workloads import PodDisruptionBudget, ReplicaSet, ReplicationController, Service, StatefulSet
 from ome_scheduler.util.labels import Selector
 
 
@@ -27,6 +28,12 @@ class WorkloadStore:
         self._rcs: dict[str, ReplicationController] = {}
         self._replica_sets: dict[str, ReplicaSet] = {}
         self._stateful_sets: dict[str, StatefulSet] = {}
+        self._pdbs: dict[str, PodDisruptionBudget] = {}
+
+    def pod_disruption_budgets(self) -> list[PodDisruptionBudget]:
+        """Every PodDisruptionBudget the informer holds (``pdbLister.List(labels.Everything())``),
+        for DefaultPreemption; in no particular order, as upstream's lister."""
+        return list(self._pdbs.values())
 
     def default_selector(self, pod: Pod) -> Selector:
         """``DefaultSelector``: the label sets of the Services of the pod's namespace whose
@@ -117,3 +124,15 @@ class WorkloadStore:
     def on_statefulset_delete(self, ss: StatefulSet) -> None:
         """Informer handler."""
         self._stateful_sets.pop(_key(ss.metadata.namespace, ss.metadata.name), None)
+
+    def on_pdb_add(self, pdb: PodDisruptionBudget) -> None:
+        """Informer handler."""
+        self._pdbs[_key(pdb.metadata.namespace, pdb.metadata.name)] = pdb
+
+    def on_pdb_update(self, old: PodDisruptionBudget, new: PodDisruptionBudget) -> None:
+        """Informer handler."""
+        self.on_pdb_add(new)
+
+    def on_pdb_delete(self, pdb: PodDisruptionBudget) -> None:
+        """Informer handler."""
+        self._pdbs.pop(_key(pdb.metadata.namespace, pdb.metadata.name), None)
