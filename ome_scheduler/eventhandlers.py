@@ -162,11 +162,12 @@ class EventHandlers:
             if pi.gang and old.metadata.labels.get(POD_GROUP_LABEL) != pi.gang:
                 self._sibling_appeared(pi)  # another scheduler's pod joined a gang
             return
-        self.nominator.update(old.status.nominated_node_name, pi)
         if self.cache.is_assumed(key):
             # Assumed and in its binding cycle: a status patch (nominatedNodeName) must not
-            # put it back in the queue while the Binding is in flight.
+            # put it back in the queue while the Binding is in flight (nor count it as a
+            # nominated pod: it is on its node already).
             return
+        self.nominator.update(old.status.nominated_node_name, pi)
         self.queue.update(old, pi)
 
     def on_pod_delete(self, pod: Pod) -> None:

@@ -262,6 +262,9 @@ class Evaluator:
         if not all_nodes:
             return None, Status(Code.ERROR, "no nodes available")
         candidates, node_statuses = self.find_candidates(state, all_nodes, pod, statuses)
+        errors = [st.message() for st in node_statuses.statuses.values() if st.code == Code.ERROR]
+        if errors and not candidates:
+            return None, Status(Code.ERROR, errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
         if not candidates:
             node_statuses.absent = Status.unresolvable(NOT_HELPFUL)
             fe = FitError(pod, len(all_nodes), Diagnosis(node_to_status=node_statuses))

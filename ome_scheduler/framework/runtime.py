@@ -21,6 +21,9 @@ upstream's wrapping message:
   with: ...``. The first such Error ends the point (no later plugin runs) and fails the
   scheduling cycle with Error: ``FailedScheduling``, ``PodScheduled=False`` reason
   ``SchedulerError``, a retry after backoff.
+* PreFilter extensions (preemption, nominated pods): ``running AddPod on PreFilter plugin "X":
+  ...`` / ``running RemovePod on PreFilter plugin "X": ...`` ends the point; the node is then
+  no preemption candidate (or Filter fails there) with that Error.
 * PostFilter: the Error (its text unwrapped) ends the point; the pod still fails as
   Unschedulable with that text as the PostFilter message, as upstream's ``schedulingCycle``.
 * Reserve: ``running Reserve plugin "X": ...``; Permit: ``running Permit plugin "X": ...``.
