@@ -13,27 +13,38 @@ UID, the scheduler's name): where the preemptor ended (bound node or not), the f
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import json
+import os
 import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import pytest
 
 from e2e.harness.api import Api
 from e2e.harness.cluster import Cluster
 from e2e.harness.scheduler import SchedulerProcess
 from e2e.harness.waits import wait_for
+from e2e.parity_gen_preemption import PRIORITIES, PCase, Victim, generate
 from e2e.parity_harness import KubeSchedulerProcess
 from tests.support.manifests import chart_config, kube_counterpart_config
 
 KUBE = "pp-kube"
 OME = "pp-ome"
 LABEL = "pp-case"
-CLASSES = {"pp-low": (10, None), "pp-mid": (20, None), "pp-high": (1000, None), "pp-high-never": (1000, "Never")}
+CLASSES: dict[str, tuple[int, str | None]] = {
+    "pp-low": (10, None),
+    "pp-mid": (20, None),
+    "pp-high": (1000, None),
+    "pp-high-never": (1000, "Never"),
+    **{name: (value, None) for name, value in PRIORITIES.items()},
+}
+SEED = int(os.environ.get("OME_PREEMPT_SEED", 1354))
+GENERATED = int(os.environ.get("OME_PREEMPT_CASES", 24))
 SETTLE_S = 20.0
 
 
@@ -70,27 +81,6 @@ def classes(api: Api) -> None:
             if policy:
                 body["preemptionPolicy"] = policy
             api.post("/apis/scheduling.k8s.io/v1/priorityclasses", body)
-
-
-@dataclass
-class Victim:
-    name: str
-    node: int
-    cpu: str
-    cls: str
-    labels: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class PCase:
-    """``nodes`` 4-cpu nodes; the victims; the preemptor's cpu and class; PDBs (label selector,
-    minAvailable) in the phase's namespace."""
-
-    nodes: int
-    victims: list[Victim]
-    cpu: str
-    cls: str
-    pdbs: list[dict[str, str]] = field(default_factory=list)
 
 
 def _node(name: str, cid: str) -> dict[str, Any]:
@@ -137,11 +127,14 @@ class Watch:
 
     def _run(self, api: Api, ns: str, rv: str) -> None:
         params = {"watch": "1", "resourceVersion": rv, "timeoutSeconds": "90"}
-        with api.http.stream("GET", f"/api/v1/namespaces/{ns}/pods", params=params, timeout=None) as r:
-            for line in r.iter_lines():
-                if line:
-                    ev = json.loads(line)
-                    self.events.append((ev["type"], ev["object"]))
+        try:
+            with api.http.stream("GET", f"/api/v1/namespaces/{ns}/pods", params=params, timeout=None) as r:
+                for line in r.iter_lines():
+                    if line:
+                        ev = json.loads(line)
+                        self.events.append((ev["type"], ev["object"]))
+        except httpx.HTTPError:
+            pass  # the namespace went away or the server ended the watch: the phase is over
 
 
 def run_phase(api: Api, case: PCase, cid: str, who: str) -> dict[str, Any]:
@@ -151,18 +144,23 @@ def run_phase(api: Api, case: PCase, cid: str, who: str) -> dict[str, Any]:
     api.create_namespace(ns)
     prefix = f"{cid}-{tag}-"
     for pdb in case.pdbs:
+        # As many pods as match: no disruption allowed, whenever the disruption controller looks.
+        guarded = max(1, sum(1 for v in case.victims if v.labels.get("app") == pdb["app"]))
         api.post(
             f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
             {
                 "apiVersion": "policy/v1",
                 "kind": "PodDisruptionBudget",
                 "metadata": {"name": pdb["name"]},
-                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": pdb["app"]}}},
+                "spec": {"minAvailable": guarded, "selector": {"matchLabels": {"app": pdb["app"]}}},
             },
         )
+    same = [(v.node, v.cls) for v in case.victims]
+    spaced = len(set(same)) < len(same)  # equal priorities on a node: start times order them
     for v in case.victims:
         api.create_pod(_pod(ns, v.name, v.cpu, v.cls, nodeName=f"{prefix}n{v.node}", labels=v.labels))
-        time.sleep(1.05)  # distinct start times (second precision), in creation order
+        if spaced:
+            time.sleep(1.05)  # distinct start times (second precision), in creation order
 
     def running() -> bool:
         return all(p.get("status", {}).get("startTime") for p in api.pods(ns))
@@ -216,7 +214,8 @@ def run_phase(api: Api, case: PCase, cid: str, who: str) -> dict[str, Any]:
     }
 
 
-def run_case(api: Api, case: PCase) -> tuple[dict[str, Any], dict[str, Any], str]:
+def create_nodes(api: Api, case: PCase) -> tuple[str, list[str]]:
+    """A case id and both phases' nodes, Ready and untainted."""
     cid = f"pp{uuid.uuid4().hex[:6]}"
     names = [f"{cid}-{t}-n{i}" for t in ("k", "o") for i in range(case.nodes)]
     for n in names:
@@ -237,6 +236,14 @@ def run_case(api: Api, case: PCase) -> tuple[dict[str, Any], dict[str, Any], str
     for n in names:
         api.patch_node(n, {"spec": {"taints": None}})
     wait_for("case nodes untainted", lambda: not any(n["spec"].get("taints") for n in listed().values()), timeout=30)
+    return cid, names
+
+
+def run_case(api: Api, case: PCase, cid: str = "") -> tuple[dict[str, Any], dict[str, Any], str]:
+    """Both phases of ``case`` (its nodes created here, unless ``cid`` names nodes made already)."""
+    names: list[str] = []
+    if not cid:
+        cid, names = create_nodes(api, case)
     try:
         k = run_phase(api, case, cid, KUBE)
         o = run_phase(api, case, cid, OME)
@@ -279,3 +286,24 @@ def test_preemption_matches_kube_scheduler(
     assert k == o, f"{name} ({cid}):\n  kube: {k}\n  ome:  {o}"
     if name in ("basic eviction", "reprieve order", "pdb steers the node", "fewest victims"):
         assert k["node"] and k["deleted"] and k["nominated"] == [k["node"]], k
+
+
+def test_generated_preemption_cases_match_kube_scheduler(
+    api: Api, kube: KubeSchedulerProcess, ome: SchedulerProcess, classes: None
+) -> None:
+    """``OME_PREEMPT_CASES`` (default 24) cases from ``OME_PREEMPT_SEED``, four at a time."""
+    cases = generate(SEED, GENERATED)
+    # Every case's nodes exist for the whole run, so both schedulers count the same 0/N.
+    made = [create_nodes(api, c) for c in cases]
+    try:
+        with cf.ThreadPoolExecutor(max_workers=4) as pool:
+            results = list(pool.map(lambda i: run_case(api, cases[i], made[i][0]), range(len(cases))))
+    finally:
+        for _, names in made:
+            for n in names:
+                api.delete_node(n)
+    bad = [(i, k, o, cid) for i, (k, o, cid) in enumerate(results) if k != o]
+    evicted = sum(1 for k, _, _ in results if k["deleted"])
+    print(f"preemption parity: seed={SEED} cases={len(results)} mismatches={len(bad)} with evictions={evicted}")
+    shown = "\n".join(f"case {i} ({cid}) {cases[i]}:\n  kube: {k}\n  ome:  {o}" for i, k, o, cid in bad[:5])
+    assert not bad, f"{len(bad)} of {len(results)} differ (OME_PREEMPT_SEED={SEED}):\n{shown}"
