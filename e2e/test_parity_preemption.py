@@ -45,6 +45,7 @@ CLASSES: dict[str, tuple[int, str | None]] = {
 }
 SEED = int(os.environ.get("OME_PREEMPT_SEED", 1354))
 GENERATED = int(os.environ.get("OME_PREEMPT_CASES", 24))
+BATCH = int(os.environ.get("OME_PREEMPT_BATCH", 24))
 SETTLE_S = 20.0
 
 
@@ -291,17 +292,21 @@ def test_preemption_matches_kube_scheduler(
 def test_generated_preemption_cases_match_kube_scheduler(
     api: Api, kube: KubeSchedulerProcess, ome: SchedulerProcess, classes: None
 ) -> None:
-    """``OME_PREEMPT_CASES`` (default 24) cases from ``OME_PREEMPT_SEED``, four at a time."""
+    """``OME_PREEMPT_CASES`` (default 24) cases from ``OME_PREEMPT_SEED``, in batches of
+    ``OME_PREEMPT_BATCH`` (default 24; at most 8 nodes a case), four cases at a time."""
     cases = generate(SEED, GENERATED)
-    # Every case's nodes exist for the whole run, so both schedulers count the same 0/N.
-    made = [create_nodes(api, c) for c in cases]
-    try:
-        with cf.ThreadPoolExecutor(max_workers=4) as pool:
-            results = list(pool.map(lambda i: run_case(api, cases[i], made[i][0]), range(len(cases))))
-    finally:
-        for _, names in made:
-            for n in names:
-                api.delete_node(n)
+    results: list[tuple[dict[str, Any], dict[str, Any], str]] = []
+    for b in range(0, len(cases), BATCH):
+        batch = cases[b : b + BATCH]
+        # A batch's nodes exist for the whole batch, so both schedulers count the same 0/N.
+        made = [create_nodes(api, c) for c in batch]
+        try:
+            with cf.ThreadPoolExecutor(max_workers=4) as pool:
+                results += pool.map(lambda i: run_case(api, batch[i], made[i][0]), range(len(batch)))
+        finally:
+            for _, names in made:
+                for n in names:
+                    api.delete_node(n)
     bad = [(i, k, o, cid) for i, (k, o, cid) in enumerate(results) if k != o]
     evicted = sum(1 for k, _, _ in results if k["deleted"])
     print(f"preemption parity: seed={SEED} cases={len(results)} mismatches={len(bad)} with evictions={evicted}")
