@@ -302,7 +302,7 @@ def test_generated_preemption_cases_match_kube_scheduler(
         made = [create_nodes(api, c) for c in batch]
         try:
             with cf.ThreadPoolExecutor(max_workers=4) as pool:
-                results += pool.map(lambda i: run_case(api, batch[i], made[i][0]), range(len(batch)))
+                results += pool.map(run_case, [api] * len(batch), batch, [cid for cid, _ in made])
         finally:
             for _, names in made:
                 for n in names:
