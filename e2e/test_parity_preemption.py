@@ -289,6 +289,7 @@ def test_preemption_matches_kube_scheduler(
         assert k["node"] and k["deleted"] and k["nominated"] == [k["node"]], k
 
 
+@pytest.mark.timeout(max(600, GENERATED * 10))
 def test_generated_preemption_cases_match_kube_scheduler(
     api: Api, kube: KubeSchedulerProcess, ome: SchedulerProcess, classes: None
 ) -> None:
@@ -303,6 +304,8 @@ def test_generated_preemption_cases_match_kube_scheduler(
         try:
             with cf.ThreadPoolExecutor(max_workers=4) as pool:
                 results += pool.map(run_case, [api] * len(batch), batch, [cid for cid, _ in made])
+            differ = sum(1 for k, o, _ in results if k != o)
+            print(f"preemption parity: {len(results)}/{len(cases)} cases run, {differ} differ", flush=True)
         finally:
             for _, names in made:
                 for n in names:
