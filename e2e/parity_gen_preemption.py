@@ -112,8 +112,8 @@ def _pod(name: str, cpu: str, prio: int, node: str = "", labels: dict[str, str] 
 
 
 def unique_winner(case: PCase) -> bool:
-    """Whether ome-scheduler's dry run leaves one node after the first four pick criteria (or
-    finds no candidate, or the pod fits without preemption)."""
+    """Whether the preemptor fits nowhere and ome-scheduler's dry run leaves one node after the
+    first four pick criteria (or finds no candidate)."""
     cfg = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
@@ -139,7 +139,7 @@ def unique_winner(case: PCase) -> bool:
     state = CycleState()
     try:
         s.cycles.algorithm.schedule_pod(fw, state, pi)
-        return True
+        return False  # fits without preemption: the node would be a score tie-break, not a preemption
     except FitError as fe:
         plugin = fw.plugins["DefaultPreemption"]
         ev = plugin.evaluator  # type: ignore[attr-defined]
