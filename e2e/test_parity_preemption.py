@@ -200,9 +200,21 @@ def run_phase(api: Api, case: PCase, cid: str, who: str) -> dict[str, Any]:
         for c in o.get("status", {}).get("conditions", []):
             if c["type"] == "DisruptionTarget":
                 conditions[o["metadata"]["name"]] = [c["status"], c["reason"], norm(c.get("message", ""))]
-    preempted = sorted(
-        (e["regarding"]["name"], norm(str(e.get("note", "")))) for e in api.events(ns) if e.get("reason") == "Preempted"
-    )
+
+    def preempted_events() -> list[tuple[str, str]]:
+        return sorted(
+            (e["regarding"]["name"], norm(str(e.get("note", ""))))
+            for e in api.events(ns)
+            if e.get("reason") == "Preempted"
+        )
+
+    # The event follows the deletion (both schedulers send it in the background): wait for one
+    # per deleted victim, for a while.
+    deleted_now = {o["metadata"]["name"] for t, o in watch.events if t == "DELETED"}
+    end = time.monotonic() + 10
+    while len(preempted_events()) < len(deleted_now) and time.monotonic() < end:
+        time.sleep(0.5)
+    preempted = preempted_events()
     notes = api.event_notes(ns, "preemptor", "FailedScheduling")
     api.delete_namespace(ns)
     return {
