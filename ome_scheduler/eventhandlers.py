@@ -36,6 +36,7 @@ from ome_scheduler.api.core import Namespace, Node, Pod, PodHead
 from ome_scheduler.api.meta import MetaOnly
 from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.backend.cache import SchedulerCache
+from ome_scheduler.backend.nominator import Nominator
 from ome_scheduler.backend.podgroups import PodGroupState
 from ome_scheduler.backend.queue import SchedulingQueue
 from ome_scheduler.framework.events import (
@@ -90,6 +91,8 @@ class EventHandlers:
     node_listeners: list[Callable[[Node | None, Node | None], None]] = field(default_factory=list)
     """Plugins' node subscriptions (``Handle.subscribe_node_changes``), told after the queue."""
     component: str = "ome-scheduler"
+    nominator: Nominator = field(default_factory=Nominator)
+    """Our unbound pods nominated to a node (``backend/nominator.py``), as the queue's upstream."""
 
     def _responsible(self, pod: Pod) -> bool:
         """``responsibleForPod``: the pod names one of our profiles."""
@@ -110,9 +113,12 @@ class EventHandlers:
         pi = PodInfo(pod)
         self._index(pi)
         if pod.spec.node_name:
+            self.nominator.delete(pi.pod_key)
             self.cache.add_pod(pi)
             self.queue.assigned_pod_added(pod, self._ns_labels(pod.metadata.namespace))
         elif self._responsible(pod):
+            if pod.status.nominated_node_name:
+                self.nominator.add(pi, pod.status.nominated_node_name)
             self.queue.add(pi)
         elif pi.gang:
             self._sibling_appeared(pi)
@@ -141,6 +147,7 @@ class EventHandlers:
         self._index(pi)
         key = pi.pod_key
         if new.spec.node_name:
+            self.nominator.delete(key)
             if not old.spec.node_name:
                 # Bound since we last saw it (by us: this confirms the assumption).
                 self.queue.delete(key)
@@ -157,8 +164,10 @@ class EventHandlers:
             return
         if self.cache.is_assumed(key):
             # Assumed and in its binding cycle: a status patch (nominatedNodeName) must not
-            # put it back in the queue while the Binding is in flight.
+            # put it back in the queue while the Binding is in flight (nor count it as a
+            # nominated pod: it is on its node already).
             return
+        self.nominator.update(old.status.nominated_node_name, pi)
         self.queue.update(old, pi)
 
     def on_pod_delete(self, pod: Pod) -> None:
@@ -166,6 +175,7 @@ class EventHandlers:
         known = self.pods.pop(f"{pod.metadata.namespace}/{pod.metadata.name}", None)
         self.pod_groups.unindex_pod(pod.metadata.namespace, pod.metadata.name)
         key = pod_key(pod.metadata)
+        self.nominator.delete(key)
         if pod.spec.node_name and not self.cache.is_assumed(key):
             self.cache.remove_pod(key)
             self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, pod, None)

@@ -96,7 +96,7 @@ class GenericScheduler:
             # waited at Permit there) is tried alone first.
             ni = self.cache.get_node_info(nominated)
             if ni is not None and (result is None or nominated in result):
-                if fw.run_filter(state, pi, ni) is None:
+                if fw.run_filter_with_nominated_pods(state, pi, ni) is None:
                     return nominated
         nodes: Sequence[NodeInfo] = all_nodes
         if result is not None:
@@ -107,7 +107,8 @@ class GenericScheduler:
             )
         table: ShapeTable | None = None
         positions: list[int] = []
-        if result is None and fw.filters_node_local(state):
+        with_nominated = fw.handle.has_nominated_pods()
+        if result is None and not with_nominated and fw.filters_node_local(state):
             # Only un-narrowed cycles whose Filter plugins are all node-local may share answers
             # with earlier pods of the same shape (framework/equivalence.py).
             version = (self.cache.version, fw.cache_version(state, pi))
@@ -118,7 +119,7 @@ class GenericScheduler:
             positions = self.find_feasible_cached(fw, state, pi, diag, table)
             feasible: list[NodeInfo] = list(map(all_nodes.__getitem__, positions))
         else:
-            feasible = self.find_nodes_that_pass_filters(fw, state, pi, diag, nodes, len(all_nodes))
+            feasible = self.find_nodes_that_pass_filters(fw, state, pi, diag, nodes, len(all_nodes), with_nominated)
         if not feasible:
             raise FitError(pi, len(all_nodes), diag)
         if len(feasible) == 1 or not fw.has_score_plugins():
@@ -145,9 +146,18 @@ class GenericScheduler:
         return feasible[best_i].name
 
     def find_nodes_that_pass_filters(
-        self, fw: Framework, state: CycleState, pi: PodInfo, diag: Diagnosis, nodes: Sequence[NodeInfo], num_all: int
+        self,
+        fw: Framework,
+        state: CycleState,
+        pi: PodInfo,
+        diag: Diagnosis,
+        nodes: Sequence[NodeInfo],
+        num_all: int,
+        with_nominated: bool = False,
     ) -> list[NodeInfo]:
-        """``findNodesThatPassFilters``: up to ``numFeasibleNodesToFind`` feasible nodes.
+        """``findNodesThatPassFilters``: up to ``numFeasibleNodesToFind`` feasible nodes
+        (``with_nominated``: Filter counts the pods nominated to each node,
+        ``RunFilterPluginsWithNominatedPods``; without any, plain Filter is the same).
 
         Rejections go into ``diag`` (each node's status; each distinct plugin/code once in
         the plugin sets).
@@ -166,7 +176,7 @@ class GenericScheduler:
         last_code: Code | None = None
         idx0 = self.next_start_node_index % n
         processed = 0
-        run_filter = fw.run_filter
+        run_filter = fw.run_filter_with_nominated_pods if with_nominated else fw.run_filter
         for ni in chain(nodes[idx0:], nodes[:idx0]) if idx0 else nodes:
             processed += 1
             s = run_filter(state, pi, ni)

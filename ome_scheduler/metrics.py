@@ -64,6 +64,22 @@ class Metrics:
             "ALPHA",
             _exp(0.001, 2, 15),
         )
+        self.preemption_victims = hist(
+            s + "preemption_victims", "Number of selected preemption victims", [], "STABLE", _exp(1, 2, 7)
+        )
+        self.preemption_attempts = counter(
+            s + "preemption_attempts", "Total preemption attempts in the cluster till now", [], "STABLE"
+        )
+        self.preemption_goroutines_duration = hist(
+            s + "preemption_goroutines_duration_seconds",
+            "Duration in seconds for running goroutines for the preemption.",
+            ["result"],
+            "ALPHA",
+            _exp(0.01, 2, 20),
+        )
+        self.preemption_goroutines_execution = counter(
+            s + "preemption_goroutines_execution", "Number of preemption goroutines executed.", ["result"], "ALPHA"
+        )
         self.pending_pods = gauge(
             s + "pending_pods",
             "Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' "

@@ -26,8 +26,9 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 
@@ -36,7 +37,7 @@ from ome_scheduler.backend.cache import SchedulerCache
 from ome_scheduler.backend.podgroups import PodGroupState
 from ome_scheduler.backend.queue import SchedulingQueue
 from ome_scheduler.framework.events import EVENT_ASSIGNED_POD_DELETE
-from ome_scheduler.framework.interface import CycleState, EventRecorder
+from ome_scheduler.framework.interface import POST_FILTER_NOMINATION_KEY, CycleState, EventRecorder
 from ome_scheduler.framework.runtime import Diagnosis, FitError, Framework
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import PodInfo, QueuedPodInfo
@@ -125,10 +126,12 @@ class ScheduleOne:
             host = self.algorithm.schedule_pod(fw, state, pi)
         except FitError as fe:
             self.metrics.scheduling_algorithm_duration.observe(time.perf_counter() - start)
+            nominated: str | None = None
             if fw.post_filter_plugins:
                 st = fw.run_post_filter(state, pi, fe.diagnosis.node_to_status)
                 fe.diagnosis.post_filter_msg = st.message()
-            self.handle_scheduling_failure(fw, q, Status(Code.UNSCHEDULABLE), start, fit_error=fe)
+                nominated = state.get(POST_FILTER_NOMINATION_KEY)
+            self.handle_scheduling_failure(fw, q, Status(Code.UNSCHEDULABLE), start, fit_error=fe, nominated=nominated)
             return None
         except NoNodesAvailable as exc:
             self.handle_scheduling_failure(fw, q, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, str(exc)), start)
@@ -278,11 +281,15 @@ class ScheduleOne:
         *,
         fit_error: FitError | None = None,
         rejected_on: str | None = None,
+        nominated: str | None = None,
     ) -> None:
         """``handleSchedulingFailure``: metrics, requeue, FailedScheduling event, condition.
 
         ``rejected_on`` names the node of a pod rejected after a node was chosen (Reserve or
         Permit), so its message reads ``0/1 nodes are available: ...`` like upstream's.
+        ``nominated`` is PostFilter's nominating info (a preemptor's node: ``AddNominatedPod``
+        and ``nominatedNodeName`` patched with the condition; ``""``: the nomination cleared;
+        None: as before, the condition's patch clears it).
         """
         pi = q.pod_info
         if rejected_on is not None and st.is_rejected() and fit_error is None:
@@ -327,7 +334,14 @@ class ScheduleOne:
             self.queue.add_unschedulable_if_not_present(q)
         pod = live.pod if live is not None else pi.pod
         self._failed_scheduling(fw, pod, msg)
-        self.recorder.pod_scheduled_false(pod, reason, msg)
+        if nominated and live is not None and live.uid == pi.uid:
+            fw.handle.nominate(live, nominated)
+            self.recorder.pod_scheduled_false(pod, reason, msg, clear_nominated=False)
+            self._start(self.recorder.nominate(pod, nominated))
+        else:
+            if nominated == "" and live is not None:
+                fw.handle.nominate(live, "")
+            self.recorder.pod_scheduled_false(pod, reason, msg)
         if pi.gang and self.pod_groups is not None:
             self.pod_groups.set_reason(pi.gang_key, msg)
             absent = fit_error.diagnosis.node_to_status.absent if fit_error is not None else None
@@ -335,6 +349,12 @@ class ScheduleOne:
                 if absent.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                     # A member no node can take as the cluster stands: the gang plugin is told.
                     self.pod_groups.member_unresolvable(pi, absent.plugin, absent.message())
+
+    def _start(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` in the background, kept until done (like the binding cycles)."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self.binding_tasks.add(task)
+        task.add_done_callback(self.binding_tasks.discard)
 
     def _failed_scheduling(self, fw: Framework, pod: Pod, note: str) -> None:
         """The ``FailedScheduling`` Warning event (action ``Scheduling``) on ``pod``."""

@@ -24,7 +24,7 @@ import anyio
 
 from ome_scheduler.api.core import Namespace, Node, Pod
 from ome_scheduler.api.scheduling import PodGroup
-from ome_scheduler.api.workloads import LeaderWorkerSet
+from ome_scheduler.api.workloads import LeaderWorkerSet, PodDisruptionBudget
 from ome_scheduler.backend.cache import SchedulerCache
 from ome_scheduler.backend.podgroups import PodGroupState
 from ome_scheduler.backend.queue import ProfileQueueing, SchedulingQueue
@@ -42,7 +42,7 @@ from ome_scheduler.framework.interface import (
     PodGroupLister,
 )
 from ome_scheduler.framework.runtime import Framework
-from ome_scheduler.framework.status import Code
+from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import (
     AffinityTerm,
     GangKey,
@@ -313,6 +313,51 @@ class Scheduler:
             if wp is not None:
                 return wp
         return None
+
+    def get_pod(self, namespace: str, name: str) -> PodInfo | None:
+        """The informer's latest PodInfo of ``namespace/name``, or None."""
+        return self.pods.get(f"{namespace}/{name}")
+
+    def nominated_pods_for_node(self, node: str) -> list[PodInfo]:
+        """Our unbound pods nominated to ``node``, less those assumed (counted on the node already)."""
+        nominator = self.handlers.nominator
+        if not len(nominator):
+            return []
+        return [pi for pi in nominator.for_node(node) if not self.cache.is_assumed(pi.pod_key)]
+
+    def has_nominated_pods(self) -> bool:
+        """Whether any pod is nominated (Filter then counts nominated pods, without shared answers)."""
+        return len(self.handlers.nominator) > 0
+
+    def pod_disruption_budgets(self) -> Sequence[PodDisruptionBudget]:
+        """Every PodDisruptionBudget the informer holds."""
+        return self.workloads.pod_disruption_budgets()
+
+    def _framework_of(self, pod: PodInfo) -> Framework:
+        fw = self.frameworks.get(pod.pod.spec.scheduler_name)
+        if fw is None:
+            raise KeyError(f"no profile {pod.pod.spec.scheduler_name!r}")
+        return fw
+
+    def run_filter_with_nominated_pods(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        """``RunFilterPluginsWithNominatedPods`` of ``pod``'s profile."""
+        return self._framework_of(pod).run_filter_with_nominated_pods(state, pod, node)
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo
+    ) -> Status | None:
+        """``RunPreFilterExtensionAddPod`` of ``pod``'s profile."""
+        return self._framework_of(pod).run_pre_filter_extension_add_pod(state, pod, to_add, node)
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo
+    ) -> Status | None:
+        """``RunPreFilterExtensionRemovePod`` of ``pod``'s profile."""
+        return self._framework_of(pod).run_pre_filter_extension_remove_pod(state, pod, to_remove, node)
+
+    def nominate(self, pod: PodInfo, node: str) -> None:
+        """Nominate ``pod`` to ``node`` in memory, or drop its nomination (``""``)."""
+        self.handlers.nominator.add(pod, node)
 
     # ---- the loop -------------------------------------------------------------------------
 

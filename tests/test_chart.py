@@ -491,6 +491,8 @@ SCHEDULER_RULES = [
     # PodTopologySpread's default constraints: the selectors of a pod's Services and controller (issue 27).
     {"apiGroups": [""], "resources": ["services", "replicationcontrollers"], "verbs": ["list", "watch"]},
     {"apiGroups": ["apps"], "resources": ["replicasets", "statefulsets"], "verbs": ["list", "watch"]},
+    # DefaultPreemption's PodDisruptionBudgets (issue 26).
+    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list", "watch"]},
     {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups"], "verbs": ["get", "list", "watch", "patch"]},
     # The leader keeps PodGroup status and its ome.io/ placement annotations (issue 15).
     {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups/status"], "verbs": ["update"]},
@@ -509,6 +511,15 @@ LEASE_RULES = [
         "verbs": ["get", "update"],
     },
 ]
+
+
+def test_pods_are_deleted_only_when_preemption_is_enabled() -> None:
+    """Issue 26: DefaultPreemption deletes its victims; the chart grants that only with
+    ``scheduler.disablePreemption: false``, right after the status patch rule."""
+    rules = by_kind(render(sched(disablePreemption=False)), "ClusterRole", "ome-scheduler")["rules"]
+    i = rules.index({"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]})
+    assert rules[i + 1] == {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}
+    assert [r for j, r in enumerate(rules) if j != i + 1] == SCHEDULER_RULES
 
 
 def test_least_privilege_roles_and_the_metrics_reader_in_flow_style() -> None:

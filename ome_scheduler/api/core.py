@@ -255,6 +255,8 @@ class PodStatus(Record):
     phase: str = ""
     conditions: list[PodCondition] = []
     nominated_node_name: str = ""
+    start_time: str | None = None
+    """RFC 3339; DefaultPreemption orders victims of equal priority by it (``GetPodStartTime``)."""
     resource_claim_statuses: list[PodResourceClaimStatus] = []
     container_statuses: list[ContainerStatus] = []
     init_container_statuses: list[ContainerStatus] = []

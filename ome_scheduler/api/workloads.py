@@ -73,3 +73,27 @@ class LeaderWorkerSet(Record):
 
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: LeaderWorkerSetSpec = msgspec.field(default_factory=LeaderWorkerSetSpec)
+
+
+class PodDisruptionBudgetSpec(Record, gc=False):
+    """``policyv1.PodDisruptionBudgetSpec``: only ``selector`` (nil selects no pod; empty selects
+    none either for preemption, ``filterPodsWithPDBViolation`` skips an empty selector)."""
+
+    selector: LabelSelector | None = None
+
+
+class PodDisruptionBudgetStatus(Record, gc=False):
+    """``policyv1.PodDisruptionBudgetStatus``: ``disruptionsAllowed`` and ``disruptedPods`` (pod
+    name -> when the eviction was admitted; such pods no longer count against the budget)."""
+
+    disruptions_allowed: int = 0
+    disrupted_pods: dict[str, str] = {}
+
+
+class PodDisruptionBudget(Record):
+    """``policy/v1`` PodDisruptionBudget, as DefaultPreemption reads it (victim selection and the
+    node pick count the victims whose eviction would exceed ``disruptionsAllowed``)."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: PodDisruptionBudgetSpec = msgspec.field(default_factory=PodDisruptionBudgetSpec)
+    status: PodDisruptionBudgetStatus = msgspec.field(default_factory=PodDisruptionBudgetStatus)

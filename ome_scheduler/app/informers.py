@@ -14,7 +14,14 @@ from ome_scheduler.api.core import Namespace, Node, PersistentVolume, Persistent
 from ome_scheduler.api.resource import DeviceClass, ResourceClaim, ResourceSlice
 from ome_scheduler.api.scheduling import PodGroup
 from ome_scheduler.api.storage import CSIDriver, CSINode, CSIStorageCapacity, VolumeAttachment
-from ome_scheduler.api.workloads import LeaderWorkerSet, ReplicaSet, ReplicationController, Service, StatefulSet
+from ome_scheduler.api.workloads import (
+    LeaderWorkerSet,
+    PodDisruptionBudget,
+    ReplicaSet,
+    ReplicationController,
+    Service,
+    StatefulSet,
+)
 
 if TYPE_CHECKING:
     from ome_scheduler.kube.client import KubeClient
@@ -86,6 +93,10 @@ INFORMERS: tuple[InformerSpec, ...] = (
     InformerSpec("replicationcontrollers", "/api/v1/replicationcontrollers", ReplicationController, "workloads", "rc"),
     InformerSpec("replicasets", "/apis/apps/v1/replicasets", ReplicaSet, "workloads", "replicaset"),
     InformerSpec("statefulsets", "/apis/apps/v1/statefulsets", StatefulSet, "workloads", "statefulset"),
+    # DefaultPreemption: victims whose eviction a PodDisruptionBudget would not allow are reprieved first.
+    InformerSpec(
+        "poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", PodDisruptionBudget, "workloads", "pdb"
+    ),
     InformerSpec(
         "podgroups",
         "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",

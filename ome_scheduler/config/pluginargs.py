@@ -83,6 +83,18 @@ class NodeResourcesBalancedAllocationArgs(_Args, frozen=True):
     resources: tuple[ResourceSpec, ...] = DEFAULT_RESOURCES
 
 
+class DefaultPreemptionArgs(_Args, frozen=True):
+    """``DefaultPreemptionArgs``: how many nodes a preemption dry-runs before it stops looking.
+
+    At least ``min_candidate_nodes_percentage`` percent (0..100, default 10) of the nodes that
+    failed Filter as Unschedulable, and at least ``min_candidate_nodes_absolute`` (default 100)
+    of them (``pkg/scheduler/apis/config/v1/defaults.go``).
+    """
+
+    min_candidate_nodes_percentage: int = 10
+    min_candidate_nodes_absolute: int = 100
+
+
 class InterPodAffinityArgs(_Args, frozen=True):
     """``InterPodAffinityArgs``: score weight (0..100) of existing pods' required affinity terms."""
 
@@ -173,6 +185,7 @@ class OMEGangPackArgsV1(msgspec.Struct, frozen=True, kw_only=True, rename="camel
 PluginArgs = (
     NodeResourcesFitArgs
     | NodeResourcesBalancedAllocationArgs
+    | DefaultPreemptionArgs
     | InterPodAffinityArgs
     | NodeAffinityArgs
     | PodTopologySpreadArgs

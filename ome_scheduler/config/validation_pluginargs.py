@@ -34,6 +34,7 @@ from ome_scheduler.config.pluginargs import (
     MOST_ALLOCATED,
     REQUESTED_TO_CAPACITY_RATIO,
     SYSTEM_DEFAULTING,
+    DefaultPreemptionArgs,
     DynamicResourcesArgs,
     InterPodAffinityArgs,
     NodeAffinityArgs,
@@ -133,6 +134,32 @@ def validate_node_resources_balanced_allocation_args(
         if r.weight != 1:
             raise ConfigError(f"resources[{i}].weight: Invalid value: {r.weight}: must be 1")
     return replace(args, resources=resources)
+
+
+def validate_default_preemption_args(args: DefaultPreemptionArgs) -> DefaultPreemptionArgs:
+    """``ValidateDefaultPreemptionArgs``: the percentage in ``[0, 100]``, the absolute number not
+    negative, and not both zero.
+
+    Raises:
+        ConfigError: upstream's aggregate text: one fault alone
+            (``minCandidateNodesPercentage: Invalid value: 101: not in valid range [0, 100]``),
+            several as ``[first, second]``.
+    """
+    pct, ab = args.min_candidate_nodes_percentage, args.min_candidate_nodes_absolute
+    errs: list[str] = []
+    if pct < 0 or pct > 100:
+        errs.append(f"minCandidateNodesPercentage: Invalid value: {pct}: not in valid range [0, 100]")
+    if ab < 0:
+        errs.append(f"minCandidateNodesAbsolute: Invalid value: {ab}: not in valid range [0, inf)")
+    if pct == 0 and ab == 0:
+        both = "cannot be zero at the same time as"
+        errs.append(f"minCandidateNodesPercentage: Invalid value: 0: {both} minCandidateNodesAbsolute")
+        errs.append(f"minCandidateNodesAbsolute: Invalid value: 0: {both} minCandidateNodesPercentage")
+    if len(errs) == 1:
+        raise ConfigError(errs[0])
+    if errs:
+        raise ConfigError("[" + ", ".join(errs) + "]")
+    return args
 
 
 def validate_inter_pod_affinity_args(args: InterPodAffinityArgs) -> InterPodAffinityArgs:
@@ -345,6 +372,11 @@ _DECODINGS: dict[str, _Decoding] = {
             "resources[*].name": "{path}: Required value",
             "resources[*].weight": "{path}: Invalid value: {value}: must be 1",
         },
+    ),
+    "DefaultPreemption": _Decoding(
+        DefaultPreemptionArgs,
+        validate_default_preemption_args,
+        nullable=frozenset({"minCandidateNodesPercentage", "minCandidateNodesAbsolute"}),
     ),
     "InterPodAffinity": _Decoding(
         InterPodAffinityArgs,

@@ -128,6 +128,12 @@ class FencedApiWriter:
         """GET through ``inner``: a read records no decision, so the fence does not apply."""
         return await self.inner.get(path, params, **kw)
 
+    async def delete(self, path: str, **kw: Any) -> bytes:
+        """DELETE through ``inner`` with the fence as the per-attempt ``guard`` (a preemption victim)."""
+        check = _chain(self.fence.check, kw.pop("guard", None))
+        check()
+        return await self.inner.delete(path, guard=check, **kw)
+
 
 def _chain(first: Callable[[], None], then: Callable[[], None] | None) -> Callable[[], None]:
     """A guard that runs ``first``, then ``then`` (when given)."""

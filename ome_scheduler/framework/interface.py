@@ -21,7 +21,7 @@ from ome_scheduler.framework.types import AffinityTerm, GangKey, GangPlacement, 
 if TYPE_CHECKING:
     from ome_scheduler.api.core import Namespace, Node, Pod
     from ome_scheduler.api.scheduling import PodGroup
-    from ome_scheduler.api.workloads import LeaderWorkerSet
+    from ome_scheduler.api.workloads import LeaderWorkerSet, PodDisruptionBudget
     from ome_scheduler.framework.waiting_pods import WaitingPod
     from ome_scheduler.metrics import Metrics
     from ome_scheduler.util.labels import Selector
@@ -56,6 +56,23 @@ class CycleState:
     def get(self, key: str) -> Any:
         """The value under ``key``, or None when never written."""
         return self.data.get(key)
+
+    def clone(self) -> CycleState:
+        """``CycleState.Clone``: a copy whose plugin states are each value's own ``clone()``
+        (plugins whose PreFilterExtensions change their state give it one), or the same object
+        for states nothing mutates after PreFilter. The skip sets are copied."""
+        out = CycleState()
+        out.data = {k: (v.clone() if hasattr(v, "clone") else v) for k, v in self.data.items()}
+        out.skip_filter_plugins = set(self.skip_filter_plugins)
+        out.skip_score_plugins = set(self.skip_score_plugins)
+        out.record_plugin_metrics = self.record_plugin_metrics
+        return out
+
+
+POST_FILTER_NOMINATION_KEY = "PostFilterResult/nominatedNodeName"
+"""Where a PostFilter plugin leaves its ``PostFilterResult``'s nominating info in the CycleState:
+a node name (``ModeOverride`` to it), ``""`` (``ModeOverride`` clearing the nomination), or absent
+(``ModeNoop``). ``schedule_one`` reads it after a successful or failed PostFilter."""
 
 
 class NodeToStatus:
@@ -206,6 +223,42 @@ class Handle(Protocol):
         """The pod's Permit wait, or None."""
         ...
 
+    def get_pod(self, namespace: str, name: str) -> PodInfo | None:
+        """The informer's latest PodInfo of the pod (``PodLister``), or None."""
+        ...
+
+    def nominated_pods_for_node(self, node: str) -> list[PodInfo]:
+        """``NominatedPodsForNode``: unbound, unassumed pods of this scheduler nominated to ``node``."""
+        ...
+
+    def has_nominated_pods(self) -> bool:
+        """Whether any pod is nominated to any node."""
+        ...
+
+    def pod_disruption_budgets(self) -> Sequence[PodDisruptionBudget]:
+        """Every PodDisruptionBudget the informer holds."""
+        ...
+
+    def run_filter_with_nominated_pods(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        """``RunFilterPluginsWithNominatedPods`` of ``pod``'s profile on ``node``."""
+        ...
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo
+    ) -> Status | None:
+        """``RunPreFilterExtensionAddPod`` of ``pod``'s profile."""
+        ...
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo
+    ) -> Status | None:
+        """``RunPreFilterExtensionRemovePod`` of ``pod``'s profile."""
+        ...
+
+    def nominate(self, pod: PodInfo, node: str) -> None:
+        """``AddNominatedPod`` (``node``) or ``DeleteNominatedPodIfExists`` (``""``) in memory."""
+        ...
+
 
 @dataclass(frozen=True)
 class ClusterTruth:
@@ -315,6 +368,24 @@ class PreFilterPlugin(Plugin):
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
     ) -> tuple[set[str] | None, Status | None]:
         """Returns (node names to consider or ``None`` for all, status)."""
+        raise NotImplementedError
+
+
+class PreFilterExtensions(Plugin):
+    """``PreFilterExtensions``: a PreFilter plugin whose CycleState depends on the pods on the
+    nodes updates it incrementally when preemption (or a nominated pod) adds or removes one.
+
+    Upstream's InterPodAffinity, PodTopologySpread and VolumeRestrictions have them. ``node``
+    already holds (``add_pod``) or no longer holds (``remove_pod``) the pod; the plugin changes
+    only its state in ``state`` (a clone). Returns None or an Error status.
+    """
+
+    def add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo) -> Status | None:
+        """``AddPod``: ``to_add`` now counts on ``node`` for ``pod``'s Filter."""
+        raise NotImplementedError
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo) -> Status | None:
+        """``RemovePod``: ``to_remove`` no longer counts on ``node`` for ``pod``'s Filter."""
         raise NotImplementedError
 
 
@@ -482,6 +553,10 @@ class ApiWriter(Protocol):
 
     async def get(self, path: str, params: dict[str, str] | None = None, **kw: Any) -> bytes:
         """GET ``path``; raises on API errors (a read: not fenced)."""
+        ...
+
+    async def delete(self, path: str, **kw: Any) -> bytes:
+        """DELETE ``path`` (DefaultPreemption's victims); raises on API errors (404: gone)."""
         ...
 
 

@@ -21,6 +21,9 @@ upstream's wrapping message:
   with: ...``. The first such Error ends the point (no later plugin runs) and fails the
   scheduling cycle with Error: ``FailedScheduling``, ``PodScheduled=False`` reason
   ``SchedulerError``, a retry after backoff.
+* PreFilter extensions (preemption, nominated pods): ``running AddPod on PreFilter plugin "X":
+  ...`` / ``running RemovePod on PreFilter plugin "X": ...`` ends the point; the node is then
+  no preemption candidate (or Filter fails there) with that Error.
 * PostFilter: the Error (its text unwrapped) ends the point; the pod still fails as
   Unschedulable with that text as the PostFilter message, as upstream's ``schedulingCycle``.
 * Reserve: ``running Reserve plugin "X": ...``; Permit: ``running Permit plugin "X": ...``.
@@ -51,6 +54,7 @@ from ome_scheduler.framework.interface import (
     NodeToStatus,
     PermitPlugin,
     PreEnqueuePlugin,
+    PreFilterExtensions,
     PreFilterPlugin,
     ReservePlugin,
 )
@@ -229,6 +233,73 @@ class Framework(FrameworkProfile):
                     s = Status(Code.ERROR, f'running "{pl.name}" filter plugin: {s.message()}', error=s.error)
                 s.plugin = pl.name
                 return s
+        return None
+
+    def run_filter_with_nominated_pods(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        """``RunFilterPluginsWithNominatedPods``: Filter on ``node`` with the pods nominated to it
+        of equal or higher priority counted (a copy of the node and the state), then, when some
+        were added and it passed, once more without them (for affinity to a nominated pod that
+        may never come). Raises nothing: an AddPod Error is returned as the status."""
+        added, state2, node2, err = self._add_nominated_pods(state, pod, node)
+        if err is not None:
+            return err
+        st = self.run_filter(state2, pod, node2)
+        if not added or st is not None:
+            return st
+        return self.run_filter(state, pod, node)
+
+    def _add_nominated_pods(
+        self, state: CycleState, pod: PodInfo, node: NodeInfo
+    ) -> tuple[bool, CycleState, NodeInfo, Status | None]:
+        """``addGENominatedPods``: (added any, state, node, AddPod error) with the nominated pods
+        of priority >= ``pod``'s (not ``pod`` itself) on a snapshot of ``node``."""
+        nominated = self.handle.nominated_pods_for_node(node.name)
+        if not nominated:
+            return False, state, node, None
+        node_out: NodeInfo | None = None
+        state_out = state
+        for pi in nominated:
+            if pi.priority >= pod.priority and pi.uid != pod.uid:
+                if node_out is None:
+                    node_out, state_out = node.snapshot(), state.clone()
+                node_out.add_pod(pi)
+                st = self.run_pre_filter_extension_add_pod(state_out, pod, pi, node_out)
+                if st is not None:
+                    return False, state, node, st
+        if node_out is None:
+            return False, state, node, None
+        return True, state_out, node_out, None
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo
+    ) -> Status | None:
+        """``RunPreFilterExtensionAddPod``: every PreFilter plugin with extensions that took part
+        in this cycle; the first failure as ``running AddPod on PreFilter plugin "X": ...``."""
+        return self._run_extension(state, pod, to_add, node, add=True)
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo
+    ) -> Status | None:
+        """``RunPreFilterExtensionRemovePod``: as :meth:`run_pre_filter_extension_add_pod`
+        (``running RemovePod on PreFilter plugin "X": ...``)."""
+        return self._run_extension(state, pod, to_remove, node, add=False)
+
+    def _run_extension(
+        self, state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo, *, add: bool
+    ) -> Status | None:
+        skip = state.skip_filter_plugins
+        for pl in self.pre_filter_plugins:
+            if not isinstance(pl, PreFilterExtensions) or pl.name in skip:
+                continue
+            try:
+                s = pl.add_pod(state, pod, other, node) if add else pl.remove_pod(state, pod, other, node)
+            except Exception as exc:
+                s = Status.as_error(exc)
+            if s is not None and not s.is_success():
+                what = "AddPod" if add else "RemovePod"
+                return Status(
+                    Code.ERROR, f'running {what} on PreFilter plugin "{pl.name}": {s.message()}', plugin=pl.name
+                )
         return None
 
     def run_post_filter(self, state: CycleState, pod: PodInfo, statuses: NodeToStatus) -> Status:

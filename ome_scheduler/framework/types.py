@@ -777,6 +777,24 @@ class NodeInfo:
         self.allocatable = allocatable
         self.generation = next_generation()
 
+    def snapshot(self) -> NodeInfo:
+        """``NodeInfo.Snapshot``: a copy preemption and nominated pods may change without touching
+        this one (the node object, labels, taints and images shared; pods, sums, ports and claim
+        counts copied; a new ``generation``)."""
+        out = NodeInfo(self.name)
+        out.node = self.node
+        out.labels = self.labels
+        out.taints = self.taints
+        out.unschedulable = self.unschedulable
+        out.allocatable = self.allocatable
+        out.requested = self.requested.clone()
+        out.non_zero_requested = self.non_zero_requested.clone()
+        out.pods = dict(self.pods)
+        out.used_ports.by_ip = {ip: set(m) for ip, m in self.used_ports.by_ip.items()}
+        out.image_states = self.image_states
+        out.pvc_ref_counts = dict(self.pvc_ref_counts)
+        return out
+
     def add_pod(self, pi: PodInfo) -> None:
         """``AddPodInfo``: account a bound or assumed pod."""
         key = pi.pod_key

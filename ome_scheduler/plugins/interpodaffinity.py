@@ -27,6 +27,7 @@ from ome_scheduler.framework.interface import (
     CycleState,
     FilterPlugin,
     Handle,
+    PreFilterExtensions,
     PreFilterPlugin,
     PreScorePlugin,
     ScorePlugin,
@@ -61,6 +62,44 @@ class _State:
         self.anti_terms: tuple[AffinityTerm, ...] = ()
         self.pod: Pod | None = None
 
+    def clone(self) -> _State:
+        """``preFilterState.Clone``: the counts copied, the terms and the pod shared."""
+        out = _State()
+        out.existing_anti = dict(self.existing_anti)
+        out.affinity = dict(self.affinity)
+        out.anti = dict(self.anti)
+        out.affinity_terms = self.affinity_terms
+        out.anti_terms = self.anti_terms
+        out.pod = self.pod
+        return out
+
+    def update_with_pod(self, other: PodInfo, labels: Mapping[str, str], ns_labels: Mapping[str, str], v: int) -> None:
+        """``updateWithPod``: count ``other`` on a node with ``labels`` (``v`` 1) or not (-1);
+        ``ns_labels`` are the incoming pod's namespace's labels."""
+        if self.pod is None:
+            return
+        for t in other.required_anti_affinity_terms:
+            if t.matches(self.pod, ns_labels):
+                _update(self.existing_anti, labels, t.topology_key, v)
+        if matches_all(self.affinity_terms, other.pod):
+            for t in self.affinity_terms:
+                _update(self.affinity, labels, t.topology_key, v)
+        for t in self.anti_terms:
+            if t.matches(other.pod, {}):
+                _update(self.anti, labels, t.topology_key, v)
+
+
+def _update(m: dict[Pair, int], labels: Mapping[str, str], key: str, v: int) -> None:
+    """``topologyToMatchedTermCount.update``: add ``v``; an entry down to zero is deleted."""
+    tv = labels.get(key)
+    if tv is not None:
+        p = (key, tv)
+        n = m.get(p, 0) + v
+        if n == 0:
+            m.pop(p, None)
+        else:
+            m[p] = n
+
 
 def _inc(m: dict[Pair, int], labels: Mapping[str, str], key: str, v: int = 1) -> None:
     tv = labels.get(key)
@@ -69,7 +108,7 @@ def _inc(m: dict[Pair, int], labels: Mapping[str, str], key: str, v: int = 1) ->
         m[p] = m.get(p, 0) + v
 
 
-class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
+class InterPodAffinity(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreScorePlugin, ScorePlugin):
     """Arguments: :class:`InterPodAffinityArgs` (validated)."""
 
     name = "InterPodAffinity"
@@ -126,6 +165,26 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
             return None, Status(Code.SKIP)
         state.write(_PRE_FILTER, s)
         return None, None
+
+    def add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo) -> Status | None:
+        """``AddPod``: count ``to_add`` (a nominated pod, or a reprieved victim) on ``node``.
+
+        Raises:
+            KeyError: PreFilter wrote no state (upstream's ``error reading ... from cycleState``).
+        """
+        s: _State = state.read(_PRE_FILTER)
+        s.update_with_pod(to_add, node.labels, self._ns_labels(pod.namespace), 1)
+        return None
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo) -> Status | None:
+        """``RemovePod``: stop counting ``to_remove`` (a preemption victim) on ``node``.
+
+        Raises:
+            KeyError: PreFilter wrote no state.
+        """
+        s: _State = state.read(_PRE_FILTER)
+        s.update_with_pod(to_remove, node.labels, self._ns_labels(pod.namespace), -1)
+        return None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         """Reject nodes that break the pod's affinity, anti-affinity, or existing pods' anti-affinity."""

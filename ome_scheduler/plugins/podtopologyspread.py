@@ -37,6 +37,7 @@ from ome_scheduler.framework.interface import (
     CycleState,
     FilterPlugin,
     Handle,
+    PreFilterExtensions,
     PreFilterPlugin,
     PreScorePlugin,
     ScorePlugin,
@@ -151,18 +152,55 @@ def count_matching(pods: Mapping[str, PodInfo], sel: Selector, namespace: str) -
 
 
 class _FilterState:
-    __slots__ = ("constraints", "counts", "mins")
+    """``preFilterState``: per constraint, the matching pods per domain and the critical paths
+    (the two domains with the fewest, ``criticalPaths``), kept as upstream updates them."""
+
+    __slots__ = ("constraints", "counts", "paths")
 
     def __init__(self, constraints: list[Constraint]) -> None:
         self.constraints = constraints
         self.counts: list[dict[str, int]] = [{} for _ in constraints]
-        self.mins: list[int] = []
+        self.paths: list[list[tuple[str, int]]] = []
+
+    def build_paths(self) -> None:
+        """``newCriticalPaths`` then ``update`` with every domain (in count order of the dict)."""
+        self.paths = []
+        for counts in self.counts:
+            p = [("", MAX_INT32), ("", MAX_INT32)]
+            for v, n in counts.items():
+                _update_paths(p, v, n)
+            self.paths.append(p)
 
     def min_match(self, i: int) -> int:
         """``minMatchNum``: the smallest domain count, or 0 while there are fewer than minDomains domains."""
         if len(self.counts[i]) < self.constraints[i].min_domains:
             return 0
-        return self.mins[i]
+        return self.paths[i][0][1]
+
+    def clone(self) -> _FilterState:
+        """``preFilterState.Clone``: constraints shared, counts and paths copied."""
+        out = _FilterState(self.constraints)
+        out.counts = [dict(c) for c in self.counts]
+        out.paths = [list(p) for p in self.paths]
+        return out
+
+
+MAX_INT32 = 2**31 - 1
+
+
+def _update_paths(p: list[tuple[str, int]], v: str, n: int) -> None:
+    """``criticalPaths.update``: keep the two smallest domains as upstream does (a domain already
+    tracked takes its new count; another enters when below one of them)."""
+    i = 0 if v == p[0][0] else 1 if v == p[1][0] else -1
+    if i >= 0:
+        p[i] = (v, n)
+        if p[0][1] > p[1][1]:
+            p[0], p[1] = p[1], p[0]
+    elif n < p[0][1]:
+        p[1] = p[0]
+        p[0] = (v, n)
+    elif n < p[1][1]:
+        p[1] = (v, n)
 
 
 class _ScoreState:
@@ -179,7 +217,7 @@ def _round_half_away(x: float) -> int:
     return int(math.floor(x + 0.5)) if x >= 0 else -int(math.floor(-x + 0.5))
 
 
-class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
+class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreScorePlugin, ScorePlugin):
     """Arguments: :class:`PodTopologySpreadArgs` (validated)."""
 
     name = "PodTopologySpread"
@@ -259,9 +297,43 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
                 sel = cons[i].selector
                 for v, n in with_pods:
                     counts[v] += count_matching(n.pods, sel, ns)
-        s.mins = [min(c.values()) if c else 2**31 - 1 for c in s.counts]
+        s.build_paths()
         state.write(_PRE_FILTER, s)
         return None, None
+
+    def add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo) -> Status | None:
+        """``AddPod``: count ``to_add`` in ``node``'s domains.
+
+        Raises:
+            KeyError: PreFilter wrote no state.
+        """
+        self._update_with_pod(state.read(_PRE_FILTER), to_add, pod, node, 1)
+        return None
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo) -> Status | None:
+        """``RemovePod``: stop counting ``to_remove`` in ``node``'s domains.
+
+        Raises:
+            KeyError: PreFilter wrote no state.
+        """
+        self._update_with_pod(state.read(_PRE_FILTER), to_remove, pod, node, -1)
+        return None
+
+    @staticmethod
+    def _update_with_pod(s: _FilterState, updated: PodInfo, preemptor: PodInfo, node: NodeInfo, delta: int) -> None:
+        """``updateWithPod``: same namespace, a node with every topology key, each constraint whose
+        selector matches and whose inclusion policies admit the node (a terminating pod counts)."""
+        if updated.namespace != preemptor.namespace or node.node is None:
+            return
+        if not node_has_all_keys(node.labels, s.constraints):
+            return
+        labels = updated.pod.metadata.labels
+        for i, c in enumerate(s.constraints):
+            if not c.selector.matches(labels) or not c.includes(preemptor, node):
+                continue
+            v = node.labels[c.topology_key]
+            n = s.counts[i][v] = s.counts[i].get(v, 0) + delta
+            _update_paths(s.paths[i], v, n)
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         """``Filter``: the node's domain count plus the pod itself, minus the minimum, within maxSkew."""

@@ -27,7 +27,7 @@ from ome_scheduler.framework.events import (
     on,
     queueing_hint,
 )
-from ome_scheduler.framework.interface import CycleState, FilterPlugin, Handle, PreFilterPlugin
+from ome_scheduler.framework.interface import CycleState, FilterPlugin, Handle, PreFilterExtensions, PreFilterPlugin
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.plugins.volumebinding import store_of, uses_claim
@@ -96,7 +96,31 @@ def is_schedulable_after_own_claim_event(
     return QueueingHint.QUEUE if new is not None and uses_claim(pod, new) else QueueingHint.QUEUE_SKIP
 
 
-class VolumeRestrictions(PreFilterPlugin, FilterPlugin):
+class _State:
+    """``preFilterState``: the pod's ReadWriteOncePod claim names and how many pods use them."""
+
+    __slots__ = ("rwop", "conflicts")
+
+    def __init__(self, rwop: frozenset[str], conflicts: int) -> None:
+        self.rwop = rwop
+        self.conflicts = conflicts
+
+    def clone(self) -> _State:
+        """``Clone``: the names shared, the count copied."""
+        return _State(self.rwop, self.conflicts)
+
+    def update_with_pod(self, other: PodInfo, multiplier: int) -> None:
+        """``updateWithPod``: add or take ``other``'s volumes naming one of the claims (by claim
+        name only, as upstream)."""
+        n = sum(
+            1
+            for v in other.pod.spec.volumes
+            if v.persistent_volume_claim is not None and v.persistent_volume_claim.claim_name in self.rwop
+        )
+        self.conflicts += multiplier * n
+
+
+class VolumeRestrictions(PreFilterPlugin, PreFilterExtensions, FilterPlugin):
     """No arguments."""
 
     name = "VolumeRestrictions"
@@ -129,15 +153,35 @@ class VolumeRestrictions(PreFilterPlugin, FilterPlugin):
             conflicts = sum(1 for name in rwop if f"{pod.namespace}/{name}" in used)
         if not needs_check and conflicts == 0:
             return None, Status(Code.SKIP)
-        state.write(_STATE, conflicts)
+        state.write(_STATE, _State(frozenset(rwop), conflicts))
         return None, None
+
+    def add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo) -> Status | None:
+        """``AddPod``: ``to_add``'s uses of the pod's ReadWriteOncePod claims count.
+
+        Raises:
+            KeyError: PreFilter wrote no state.
+        """
+        st: _State = state.read(_STATE)
+        st.update_with_pod(to_add, 1)
+        return None
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo) -> Status | None:
+        """``RemovePod``: ``to_remove``'s uses no longer count.
+
+        Raises:
+            KeyError: PreFilter wrote no state.
+        """
+        st: _State = state.read(_STATE)
+        st.update_with_pod(to_remove, -1)
+        return None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         """``Filter``: in-tree disk conflicts on the node, then ReadWriteOncePod conflicts anywhere."""
         if not satisfies_volume_conflicts(pod.pod, node):
             return Status.unschedulable(ERR_REASON_DISK_CONFLICT)
-        conflicts = state.get(_STATE)
-        if conflicts:
+        st: _State | None = state.get(_STATE)
+        if st is not None and st.conflicts > 0:
             return Status.unschedulable(ERR_REASON_RWOP_CONFLICT)
         return None
 

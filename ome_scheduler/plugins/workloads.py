@@ -1,5 +1,6 @@
 """The Services, ReplicationControllers, ReplicaSets and StatefulSets PodTopologySpread reads,
-and the LeaderWorkerSets OMEGangPack reads (:meth:`WorkloadStore.leader_worker_set`).
+the LeaderWorkerSets OMEGangPack reads (:meth:`WorkloadStore.leader_worker_set`) and the
+PodDisruptionBudgets DefaultPreemption reads.
 
 ``WorkloadStore`` is kept current by informers (``app/informers.py``) and answers
 :meth:`WorkloadStore.default_selector`, which mirrors ``helper.DefaultSelector``
@@ -12,7 +13,14 @@ plugin registers these objects' events upstream either.
 from __future__ import annotations
 
 from ome_scheduler.api.core import Pod
-from ome_scheduler.api.workloads import LeaderWorkerSet, ReplicaSet, ReplicationController, Service, StatefulSet
+from ome_scheduler.api.workloads import (
+    LeaderWorkerSet,
+    PodDisruptionBudget,
+    ReplicaSet,
+    ReplicationController,
+    Service,
+    StatefulSet,
+)
 from ome_scheduler.util.labels import Selector
 
 LWS = "leaderworkerset.sigs.k8s.io/"
@@ -32,6 +40,7 @@ class WorkloadStore:
         self._replica_sets: dict[str, ReplicaSet] = {}
         self._stateful_sets: dict[str, StatefulSet] = {}
         self._lws: dict[str, LeaderWorkerSet] = {}
+        self._pdbs: dict[str, PodDisruptionBudget] = {}
 
     def lws_leader_uid(self, pod: Pod) -> str:
         """The UID of the leader whose group incarnation ``pod`` belongs to: a leader's own
@@ -50,6 +59,11 @@ class WorkloadStore:
     def leader_worker_set(self, namespace: str, name: str) -> LeaderWorkerSet | None:
         """The LeaderWorkerSet from the informer cache, or None (missing, or the CRD is absent)."""
         return self._lws.get(_key(namespace, name))
+
+    def pod_disruption_budgets(self) -> list[PodDisruptionBudget]:
+        """Every PodDisruptionBudget the informer holds (``pdbLister.List(labels.Everything())``),
+        for DefaultPreemption; in no particular order, as upstream's lister."""
+        return list(self._pdbs.values())
 
     def default_selector(self, pod: Pod) -> Selector:
         """``DefaultSelector``: the label sets of the Services of the pod's namespace whose
@@ -152,3 +166,15 @@ class WorkloadStore:
     def on_lws_delete(self, lws: LeaderWorkerSet) -> None:
         """Informer handler."""
         self._lws.pop(_key(lws.metadata.namespace, lws.metadata.name), None)
+
+    def on_pdb_add(self, pdb: PodDisruptionBudget) -> None:
+        """Informer handler."""
+        self._pdbs[_key(pdb.metadata.namespace, pdb.metadata.name)] = pdb
+
+    def on_pdb_update(self, old: PodDisruptionBudget, new: PodDisruptionBudget) -> None:
+        """Informer handler."""
+        self.on_pdb_add(new)
+
+    def on_pdb_delete(self, pdb: PodDisruptionBudget) -> None:
+        """Informer handler."""
+        self._pdbs.pop(_key(pdb.metadata.namespace, pdb.metadata.name), None)

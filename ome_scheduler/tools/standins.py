@@ -137,3 +137,11 @@ class NoVolumeWriter:
             RuntimeError: always.
         """
         raise RuntimeError(f"simulate reads nothing back (would GET {path})")
+
+    async def delete(self, path: str, **kw: Any) -> bytes:
+        """Refuse (simulate does not preempt).
+
+        Raises:
+            RuntimeError: always.
+        """
+        raise RuntimeError(f"simulate does not preempt (would DELETE {path})")

@@ -33,6 +33,7 @@ from ome_scheduler.framework.interface import (
     PostFilterPlugin,
     PreBindPlugin,
     PreEnqueuePlugin,
+    PreFilterExtensions,
     PreFilterPlugin,
     PreScorePlugin,
     ReservePlugin,
@@ -50,6 +51,7 @@ from tests.support.plugins_env import node, pod
 class Probe(
     PreEnqueuePlugin,
     PreFilterPlugin,
+    PreFilterExtensions,
     FilterPlugin,
     PostFilterPlugin,
     PreScorePlugin,
@@ -80,6 +82,14 @@ class Probe(
     ) -> tuple[set[str] | None, Status | None]:
         self._run("PreFilter")
         return None, None
+
+    def add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo) -> Status | None:
+        self._run("AddPod")
+        return None
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo) -> Status | None:
+        self._run("RemovePod")
+        return None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         self._run("Filter")
@@ -197,6 +207,16 @@ def test_filter_error_is_wrapped_and_ends_the_point() -> None:
         'running "Boom" filter plugin: boom',
     )
     assert calls == [("Boom", "Filter")]
+
+
+@pytest.mark.parametrize("point", ["AddPod", "RemovePod"])
+def test_pre_filter_extension_error_is_wrapped_and_ends_the_point(point: str) -> None:
+    fw, calls = probes(point)
+    run = fw.run_pre_filter_extension_add_pod if point == "AddPod" else fw.run_pre_filter_extension_remove_pod
+    s = run(CycleState(), probe_pod(), probe_pod(), NODES[0])
+    assert s is not None and (s.code, s.plugin) == (Code.ERROR, "Boom")
+    assert s.message() == f'running {point} on PreFilter plugin "Boom": boom'
+    assert calls == [("Boom", point)]
 
 
 def test_post_filter_error_ends_the_point_unwrapped() -> None:
