@@ -10,6 +10,7 @@ polls a readiness check and fails with the process's log tail, ``free_ports`` pi
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -67,15 +68,50 @@ def tail_lines(path: Path, n: int = LOG_TAIL_LINES) -> str:
     return "\n".join(data.decode("utf-8", "replace").splitlines()[-n:])
 
 
+EPHEMERAL_RANGE_FILE: Final = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PORT: Final = 10_000
+"""Ports below this are left alone (well-known and registered services)."""
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (32768 when it cannot be read)."""
+    try:
+        return int(EPHEMERAL_RANGE_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
+
+
 def free_ports(count: int) -> list[int]:
-    """Return ``count`` distinct free TCP ports on 127.0.0.1 (bound together, then released)."""
+    """Return ``count`` distinct free TCP ports on 127.0.0.1, below the kernel's ephemeral range.
+
+    A port from the ephemeral range (what binding port 0 gives) can be taken by any outgoing
+    connection while its component is down, so a restarted etcd found its peer port in use and
+    never came back. Ports are drawn at random from ``[LOWEST_PORT, ephemeral low)`` and kept
+    only if they bind; when that range is too small, port 0 is used as before.
+    """
+    low = _ephemeral_low()
+    rng = random.SystemRandom()
+    out: list[int] = []
+    tries = 0
+    while len(out) < count and low - LOWEST_PORT > 10 * count and tries < 200 * count:
+        tries += 1
+        port = rng.randrange(LOWEST_PORT, low)
+        if port in out:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        out.append(port)
     socks: list[socket.socket] = []
     try:
-        for _ in range(count):
+        while len(out) < count:
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.bind(("127.0.0.1", 0))
             socks.append(s)
-        return [int(s.getsockname()[1]) for s in socks]
+            out.append(int(s.getsockname()[1]))
+        return out
     finally:
         for s in socks:
             s.close()
