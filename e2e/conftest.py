@@ -36,6 +36,7 @@ from e2e.harness.measurements import MEASUREMENTS
 from e2e.harness.operators import MPIOperator, TrainingOperator
 from e2e.harness.scheduler import SchedulerProcess, failed_attempts_by_gang, worst_attempt_window
 from e2e.harness.serving import LWSController, OMEManager
+from e2e.parity_harness import OME_PROFILE, KubeSchedulerProcess
 from tests.support.manifests import chart_config, unique
 
 SUITE_START = pytest.StashKey[dt.datetime]()
@@ -152,6 +153,22 @@ def no_livelock(request: pytest.FixtureRequest) -> Iterator[None]:
     worst = {g: worst_attempt_window(ts, LIVELOCK_WINDOW) for g, ts in attempts.items()}
     over = {g: n for g, n in worst.items() if n > LIVELOCK_LIMIT}
     assert not over, f"failed scheduling attempts per {LIVELOCK_WINDOW:g} s above {LIVELOCK_LIMIT}: {over}"
+
+
+@pytest.fixture(scope="module")
+def kube(cluster: Cluster) -> Iterator[KubeSchedulerProcess]:
+    """The oracle for the module: the stock kube-scheduler 1.35.4 with profile ``parity-kube``
+    (``e2e/parity_harness.py``)."""
+    with KubeSchedulerProcess(cluster) as k:
+        yield k
+
+
+@pytest.fixture(scope="module")
+def ome(cluster: Cluster) -> Iterator[SchedulerProcess]:
+    """ome-scheduler with the chart's configuration under the parity profile's name, for the
+    module (a module that needs another ``ome`` defines its own)."""
+    with SchedulerProcess(cluster, chart_config(scheduler_name=OME_PROFILE), name="parity-ome", v=2) as s:
+        yield s
 
 
 @pytest.fixture(scope="module")

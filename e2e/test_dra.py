@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -32,13 +32,6 @@ from e2e.test_explain import explain
 from tests.support.manifests import CLIQUE, POD_GROUP_LABEL, pod_group, unique
 
 pytestmark = pytest.mark.invariants_after_test
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[KubeSchedulerProcess]:
-    """The oracle: stock kube-scheduler 1.35 with profile ``parity-kube``."""
-    with KubeSchedulerProcess(cluster) as k:
-        yield k
 
 
 class Setup:

@@ -21,25 +21,12 @@ from e2e.harness.api import Api
 from e2e.harness.cluster import Cluster
 from e2e.harness.scheduler import SchedulerProcess
 from e2e.parity_gen import CASE_LABEL, Case, VolumeSpec, generate, storage_class
-from e2e.parity_harness import OME_PROFILE, CaseResult, KubeSchedulerProcess, ParityRunner, coverage, write_report
-from tests.support.manifests import chart_config
+from e2e.parity_harness import CaseResult, KubeSchedulerProcess, ParityRunner, coverage, write_report
 
 DEFAULT_SEED = 135_4
 SEED = int(os.environ.get("OME_PARITY_SEED", DEFAULT_SEED))
 CASES = int(os.environ.get("OME_PARITY_CASES", 300))
 BATCH = int(os.environ.get("OME_PARITY_BATCH", 25))
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[KubeSchedulerProcess]:
-    with KubeSchedulerProcess(cluster) as k:
-        yield k
-
-
-@pytest.fixture(scope="module")
-def ome(cluster: Cluster) -> Iterator[SchedulerProcess]:
-    with SchedulerProcess(cluster, chart_config(scheduler_name=OME_PROFILE), name="parity-ome", v=2) as s:
-        yield s
 
 
 @pytest.fixture(scope="module")

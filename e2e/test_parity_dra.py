@@ -34,12 +34,6 @@ BATCH = int(os.environ.get("OME_PARITY_BATCH", 25))
 
 
 @pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[KubeSchedulerProcess]:
-    with KubeSchedulerProcess(cluster) as k:
-        yield k
-
-
-@pytest.fixture(scope="module")
 def ome(cluster: Cluster) -> Iterator[SchedulerProcess]:
     with SchedulerProcess(cluster, chart_config(scheduler_name=OME_PROFILE), name="parity-dra-ome", v=2) as s:
         yield s

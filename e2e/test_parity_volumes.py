@@ -20,25 +20,12 @@ from e2e.harness.api import Api
 from e2e.harness.cluster import Cluster
 from e2e.harness.scheduler import SchedulerProcess
 from e2e.parity_gen_volumes import FamilyRunner, generate
-from e2e.parity_harness import OME_PROFILE, CaseResult, KubeSchedulerProcess, coverage, write_report
-from tests.support.manifests import chart_config
+from e2e.parity_harness import CaseResult, KubeSchedulerProcess, coverage, write_report
 
 DEFAULT_SEED = 27_1354
 SEED = int(os.environ.get("OME_PARITY_SEED", DEFAULT_SEED))
 CASES = int(os.environ.get("OME_PARITY_CASES", 50))
 BATCH = int(os.environ.get("OME_PARITY_BATCH", 25))
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[KubeSchedulerProcess]:
-    with KubeSchedulerProcess(cluster) as k:
-        yield k
-
-
-@pytest.fixture(scope="module")
-def ome(cluster: Cluster) -> Iterator[SchedulerProcess]:
-    with SchedulerProcess(cluster, chart_config(scheduler_name=OME_PROFILE), name="parity-ome", v=2) as s:
-        yield s
 
 
 @pytest.fixture(scope="module")

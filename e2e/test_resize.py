@@ -21,24 +21,10 @@ from typing import Any
 import pytest
 
 from e2e.harness.api import Api
-from e2e.harness.cluster import Cluster
 from e2e.harness.scheduler import SchedulerProcess
 from e2e.harness.waits import wait_for
 from e2e.parity_gen_volumes import RESIZE_STATES, FamilyCase, FamilyRunner, Resize, hand_case, running_pod
 from e2e.parity_harness import KUBE_PROFILE, OME_PROFILE, KubeSchedulerProcess
-from tests.support.manifests import chart_config
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[KubeSchedulerProcess]:
-    with KubeSchedulerProcess(cluster) as k:
-        yield k
-
-
-@pytest.fixture(scope="module")
-def ome(cluster: Cluster) -> Iterator[SchedulerProcess]:
-    with SchedulerProcess(cluster, chart_config(scheduler_name=OME_PROFILE), name="parity-ome", v=2) as s:
-        yield s
 
 
 @pytest.fixture(scope="module")

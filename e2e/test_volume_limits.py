@@ -14,29 +14,15 @@ from typing import Any
 import pytest
 
 from e2e.harness.api import Api
-from e2e.harness.cluster import Cluster
 from e2e.harness.scheduler import SchedulerProcess
 from e2e.harness.waits import wait_for
 from e2e.parity_gen import VolumeSpec
 from e2e.parity_gen_volumes import FamilyCase, FamilyRunner, add_csi_claim, attachment, csi_node, csi_pv, hand_case
 from e2e.parity_harness import KUBE_PROFILE, OME_PROFILE, KubeSchedulerProcess
-from tests.support.manifests import chart_config
 
 FULL = "parity.csi.a"
 OTHER = "parity.csi.b"
 EXCEEDED = "1 node(s) exceed max volume count"
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[KubeSchedulerProcess]:
-    with KubeSchedulerProcess(cluster) as k:
-        yield k
-
-
-@pytest.fixture(scope="module")
-def ome(cluster: Cluster) -> Iterator[SchedulerProcess]:
-    with SchedulerProcess(cluster, chart_config(scheduler_name=OME_PROFILE), name="parity-ome", v=2) as s:
-        yield s
 
 
 @pytest.fixture(scope="module")
