@@ -725,7 +725,8 @@ def run(args: argparse.Namespace) -> int:
             "minutes": args.minutes,
             "warmup_s": warmup_s(args, duration),
             "seed": args.seed,
-            "command": " ".join(["python -m bench.soak", *args.argv]),
+            # Paths inside the repository are recorded relative to it (the report is committed).
+            "command": " ".join(["python -m bench.soak", *(a.replace(f"{REPO}/", "") for a in args.argv)]),
             "fault_window": list(window),
             "figures": figures,
             "latency": latency_by_phase(created, bound, window),
