@@ -43,19 +43,20 @@ unit: venv
 e2e: venv binaries
 	$(BIN)/pytest e2e
 
-# The binaries build in the background (log: .build-binaries.log) while lint and the unit tests
-# that need no binary run: on a cold machine that hides most of the lint and unit time in the
-# build's. tests/test_chart.py needs the helm binary and tests/dra/test_cel_differential.py the
+# The binaries build in the background (log: .build-binaries.log) from the first moment, while
+# the venv is installed and lint and the unit tests that need no binary run: on a cold machine
+# that hides the install, lint and unit time in the build's. tests/test_chart.py needs the helm binary and tests/dra/test_cel_differential.py the
 # Go CEL oracle (celdiff), so they run with the end-to-end tests;
 # e2e/test_harness.py (the harness's pure parts) needs no cluster, so it runs with the unit tests.
-test: venv
+test:
 	@e2e/build-binaries.sh >.build-binaries.log 2>&1 & build=$$!; \
 	echo "building the binaries in the background (log: .build-binaries.log)"; \
-	$(MAKE) --no-print-directory lint && $(BIN)/pytest tests bench e2e/test_harness.py --ignore=tests/test_chart.py --ignore=tests/dra/test_cel_differential.py; \
+	$(MAKE) --no-print-directory venv && $(MAKE) --no-print-directory lint && \
+	$(BIN)/pytest tests bench e2e/test_harness.py --ignore=tests/test_chart.py --ignore=tests/dra/test_cel_differential.py; \
 	checks=$$?; \
 	if ! wait $$build; then cat .build-binaries.log; echo "make test: e2e/build-binaries.sh failed (its log above)"; exit 1; fi; \
 	grep '==>' .build-binaries.log; exit $$checks
-	$(BIN)/pytest tests/test_chart.py tests/dra/test_cel_differential.py e2e --ignore=e2e/test_harness.py
+	$(BIN)/pytest tests/test_chart.py tests/dra/test_cel_differential.py e2e --ignore=e2e/test_harness.py --durations=25
 	$(BIN)/python -m bench.run --small --runs 1
 	$(BIN)/python -m bench.soak --ci
 
