@@ -30,6 +30,7 @@ from ome_scheduler.api.snapshot import ClusterSnapshot
 from ome_scheduler.config.types import KubeSchedulerConfiguration
 from ome_scheduler.framework.gangsource import LWS_NAME_LABEL, gang_name, lws_size, lws_topology_key, source_of
 from ome_scheduler.framework.interface import CycleState
+from ome_scheduler.framework.topology import domain_value, parse_described
 from ome_scheduler.framework.types import POD_GROUP_LABEL, GangKey, NodeInfo, PodInfo, QueuedPodInfo, gang_key
 from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, template_signature
 from ome_scheduler.plugins.gangpack.gang import capped_timeout, is_live, topology_key_of
@@ -243,6 +244,7 @@ class Explainer:
         placement = ann.get(ANN_PLACEMENT, "")
         if placement and placement != PLACEMENT_BOUND:
             tk, d = ann.get(ANN_PLACEMENT_TOPOLOGY_KEY, ""), ann.get(ANN_PLACEMENT_DOMAIN, "")
+            d = parse_described(tk, d) if tk else ""
             if tk and d:
                 return tk, d, placement == PLACEMENT_HOLDING, f"ome.io/placement: {placement}"
         if self.plugin is None:
@@ -252,7 +254,7 @@ class Explainer:
         domains = set()
         for p in waiting:
             ni = self.sch.cache.get_node_info(self.sch.cache.assumed_node(p.pod_key) or "")
-            domains.add(ni.labels.get(tk, "") if ni is not None else "")
+            domains.add(domain_value(ni.labels, tk) if ni is not None else "")
         if tk and len(domains) == 1 and "" not in domains:
             return tk, domains.pop(), True, f"{len(waiting)} member(s) waiting at Permit"
         return None
@@ -279,7 +281,7 @@ class Explainer:
             if hold is None:
                 continue
             tk, d, holding, how = hold
-            nodes = [n.name for n in self.sch.cache.node_infos() if n.labels.get(tk, "") == d]
+            nodes = [n.name for n in self.sch.cache.node_infos() if domain_value(n.labels, tk) == d]
             pin = manager.pins.choose(key, pg.metadata.uid, tk, d, nodes, mm - placed, holding=holding)
             pin.hold_until = time.monotonic() + 3600.0
             manager.forming_since[key] = time.monotonic()

@@ -21,6 +21,7 @@ from ome_scheduler.framework.gangsource import LWS_NAME_LABEL, GangSource, lws_s
 from ome_scheduler.framework.interface import PodGroupLister
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import GangKey, PodInfo
+from ome_scheduler.plugins.gangpack.levels import PREFERRED_KEYS_ANNOTATION, levels, parse_preferred_keys
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,13 @@ class Gang:
     timeout: int
     source: GangSource = "PodGroup"
     leader_first: bool = False
+    preferred_keys: tuple[str, ...] = ()
+    """§3.9: the ``ome.io/topology-preferred-keys`` tried inside ``topology_key``, tightest first."""
+
+    @property
+    def levels(self) -> list[str]:
+        """§3.9: the level keys the gang tries in order, the required ``topology_key`` last."""
+        return levels(self.topology_key, self.preferred_keys) if self.preferred_keys else [self.topology_key]
 
 
 def topology_key_of(pg: PodGroup, args: OMEGangPackArgs) -> str:
@@ -104,8 +112,9 @@ def resolve_gang(
     An LWS group's gang (§2.1) is resolved by :func:`resolve_lws_gang` (``lws``: the
     LeaderWorkerSet lookup; None: none known). A PodGroup's checks, in the documented order:
     the PodGroup exists and is readable, ``minMember`` is
-    positive, a topology key resolves, the unsupported placement-group label is absent, and
-    a Permit timeout is configured (UnschedulableAndUnresolvable when not).
+    positive, a topology key resolves, the unsupported placement-group label is absent,
+    a Permit timeout is configured (UnschedulableAndUnresolvable when not), and the preferred
+    keys (§3.9) parse (UnschedulableAndUnresolvable naming the annotation when not).
     """
     if source_of(pod.gang) == "LeaderWorkerSet":
         return resolve_lws_gang(pod, args, lws or (lambda _ns, _name: None))
@@ -137,7 +146,10 @@ def resolve_gang(
             f"PodGroup {key} must set scheduleTimeoutSeconds or the scheduler must configure "
             "defaultPermitTimeoutSeconds"
         )
-    return Gang(key, ns, name, pg.metadata.uid, mm, tk, timeout)
+    preferred = parse_preferred_keys(pg.metadata.annotations.get(PREFERRED_KEYS_ANNOTATION, ""), tk)
+    if isinstance(preferred, str):
+        return Status.unresolvable(f"PodGroup {key} has an invalid {PREFERRED_KEYS_ANNOTATION} annotation: {preferred}")
+    return Gang(key, ns, name, pg.metadata.uid, mm, tk, timeout, preferred_keys=preferred)
 
 
 def is_live(pod: Pod) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from ome_scheduler.framework.topology import domain_value
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.plugins.gangpack.placement import DomainPlan, GangPlanner, RoomIndex, best_fit, group_by_domain
 
@@ -27,7 +28,8 @@ class DomainSurvey:
     Args:
         planner: the gang's planner (its templates and member capacity function).
         need: members still to place (room below it means "does not fit").
-        topology_key: the node label that defines the domains.
+        topology_key: the node label that defines the domains, or a preferred level's key
+            (``R>P``, §3.9; :func:`~ome_scheduler.plugins.gangpack.levels.domain_value`).
         nodes: the cycle's snapshot of NodeInfos.
         index: the room index of the gang's member shape, or None for a mixed-shape gang.
         node_info: looks a node up by name in the same snapshot (None: gone).
@@ -49,7 +51,7 @@ class DomainSurvey:
             found = (self.node_info(n) for n in sorted(self.index.members.get(domain, ())))
             return [n for n in found if n is not None]
         tk = self.topology_key
-        return [n for n in self.nodes if n.labels.get(tk, "") == domain]
+        return [n for n in self.nodes if domain_value(n.labels, tk) == domain]
 
     def node_names_of(self, domain: str) -> list[str]:
         """Names of the nodes of ``domain`` (the index's membership when there is one)."""
@@ -73,7 +75,8 @@ class DomainSurvey:
         """Room of every domain, sorted by name (the index's rooms below ``need`` shown as 0)."""
         if self.index is not None:
             return {d: (r if r >= self.need else 0) for d, r in sorted(self.index.room.items())}
-        by = group_by_domain(self.nodes, lambda n: n.labels.get(self.topology_key, ""))
+        tk = self.topology_key
+        by = group_by_domain(self.nodes, lambda n: domain_value(n.labels, tk))
         for d, nodes in by.items():
             if d not in self._plans:
                 self._plans[d] = self.planner.plan_domain(d, nodes)
