@@ -42,7 +42,7 @@ from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, te
 from ome_scheduler.plugins.gangpack.gang import Gang, same_pod
 from ome_scheduler.plugins.gangpack.pins import Domain, Pin
 from ome_scheduler.plugins.gangpack.placement import DomainPlan, GangPlanner, RoomIndex, group_by_domain
-from ome_scheduler.plugins.gangpack.state import MAX_INDEXES, MAX_TOPOLOGY_KEYS, NAME, GangState
+from ome_scheduler.plugins.gangpack.state import MAX_INDEXES, MAX_NOT_NESTED, MAX_TOPOLOGY_KEYS, NAME, GangState
 from ome_scheduler.plugins.gangpack.survey import DomainSurvey
 
 log = get_logger()
@@ -415,6 +415,32 @@ class PinPlanner:
 
         return held
 
+    def _check_nesting(self, gang: Gang, survey: DomainSurvey) -> None:
+        """§3.9: a preferred level's value seen under two values of the required key is two
+        domains; the gang's PodGroup gets one ``TopologyNotNested`` warning per level saying so."""
+        level = survey.topology_key
+        seen = self.state.not_nested
+        k = (gang.key, gang.uid, level)
+        if k in seen:
+            return
+        parents: dict[str, list[str]] = {}
+        for d in survey.domain_names():
+            r, _, p = d.partition(",")
+            parents.setdefault(p, []).append(r)
+        shared = sorted((p, rs) for p, rs in parents.items() if len(rs) > 1)
+        if not shared:
+            return
+        seen[k] = None
+        while len(seen) > MAX_NOT_NESTED:
+            seen.pop(next(iter(seen)))
+        p, rs = shared[0]
+        more = f" (and {len(shared) - 1} more)" if len(shared) > 1 else ""
+        note = (
+            f"{label_of(level)}={p} appears under {gang.topology_key}={', '.join(rs)}{more}: "
+            "each is treated as a separate domain"
+        )
+        self.state.pod_group_event(gang.key, "Warning", "TopologyNotNested", note)
+
     def _open_fit(self, survey: DomainSurvey, failed: set[Domain]) -> str | None:
         """Best fit among the survey's domains that are neither held nor failed (None: none)."""
         held, tk = self._held(survey), survey.topology_key
@@ -437,6 +463,7 @@ class PinPlanner:
         failed = self.state.failed.get((gang.key, gang.uid), set())
         for level in gang.levels[:-1]:
             planner, survey = self._survey(pod, gang, templates, need, nodes, level)
+            self._check_nesting(gang, survey)
             if self._open_fit(survey, failed) is not None:
                 return self._choose(gang, pod, survey, relaxed), planner, survey
             relaxed.append(label_of(level))

@@ -45,6 +45,8 @@ MAX_TOPOLOGY_KEYS = 16
 """Topology keys whose domains the ``ome_scheduler_domain_*`` gauges cover (most recent first)."""
 MAX_INDEXES = 16
 """Room indexes kept (one per topology key and member shape), least recently used dropped."""
+MAX_NOT_NESTED = 4096
+"""Gangs whose ``TopologyNotNested`` warning is remembered (older ones may be warned again)."""
 
 
 class GangState:
@@ -68,6 +70,9 @@ class GangState:
         """(topology key, member shape, one per node) -> room index, at most :data:`MAX_INDEXES`."""
         self.shapes: dict[str, PodInfo] = {}
         """The last gang member planned per topology key: the shape the domain gauges count in."""
+        self.not_nested: dict[tuple[GangKey, str, str], None] = {}
+        """(gang, PodGroup UID, level key) warned ``TopologyNotNested`` (§3.9), oldest first, at most
+        :data:`MAX_NOT_NESTED`: one warning per gang and level."""
         self.waiting_since: dict[PodKey, float] = {}
         """When each member began waiting at Permit (monotonic): tells a timeout from other failures."""
         self.unresolvable: dict[GangKey, dict[PodKey, tuple[str, str]]] = {}

@@ -82,6 +82,13 @@ class DomainSurvey:
                 self._plans[d] = self.planner.plan_domain(d, nodes)
         return {d: self.room(d) for d in sorted(by)}
 
+    def domain_names(self) -> list[str]:
+        """Every domain of the survey's key with a node in the snapshot, sorted."""
+        if self.index is not None:
+            return sorted(self.index.members)
+        tk = self.topology_key
+        return sorted({d for n in self.nodes if (d := domain_value(n.labels, tk))})
+
     def best_fit(self, excluded: Callable[[str], bool]) -> str | None:
         """Rule 2: the joinable domain with the least room ``>= need`` not ``excluded``; ties by name."""
         if self.index is not None:

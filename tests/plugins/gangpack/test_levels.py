@@ -110,6 +110,19 @@ def test_a_clique_value_under_two_blocks_is_two_domains() -> None:
     placed = run_gang(h, p, 3)
     assert {b for b, _ in cliques_of(h, placed)} == {"b1"}
     assert "relaxed" in pinned_events(h)[0]
+    warnings = [(t, note) for _, t, reason, note in h.events if reason == "TopologyNotNested"]
+    assert warnings == [("Warning", f"{CLIQUE}=c1 appears under {BLOCK}=b1, b2: each is treated as a separate domain")]
+
+
+def test_not_nested_is_warned_once_per_gang_and_level() -> None:
+    h = FakeHandle()
+    fabric(h, {"b1": {"c1": 2, "c2": 1}, "b2": {"c1": 2}})
+    p, _ = plugin(h)
+    gang(h, 4)  # fits no block: every member's PreFilter plans the levels again
+    for pi in members(h, "g", 4)[:2]:
+        _, status, _ = prefilter(p, h, pi)
+        assert status is not None and status.message() == "no domain has room for gang ns/g"
+    assert [reason for _, _, reason, _ in h.events].count("TopologyNotNested") == 1
 
 
 @pytest.mark.parametrize(
