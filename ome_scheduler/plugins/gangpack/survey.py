@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ome_scheduler.framework.topology import domain_value
+from ome_scheduler.framework.topology import domain_value, is_composite
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.plugins.gangpack.placement import DomainPlan, GangPlanner, RoomIndex, best_fit, group_by_domain
 
@@ -90,10 +90,33 @@ class DomainSurvey:
         return sorted({d for n in self.nodes if (d := domain_value(n.labels, tk))})
 
     def best_fit(self, excluded: Callable[[str], bool]) -> str | None:
-        """Rule 2: the joinable domain with the least room ``>= need`` not ``excluded``; ties by name."""
+        """Rule 2: the joinable domain with the least room ``>= need`` not ``excluded``; ties by name.
+
+        At a preferred level (§3.9, a level key ``R>P``) a tie on room goes to the domain whose
+        required-level parent has the least room left (the fuller one), then by name, so a
+        wholly free parent is not broken into while a used one fits the gang as well."""
+        if is_composite(self.topology_key):
+            return self._best_fit_fuller_parent(excluded)
         if self.index is not None:
             d = self.index.best_fit(self.need, excluded)
             if d is not None and (p := self.plan(d)) is not None and not p.joinable:
                 return None  # enough room in sum, but some member would be stranded there
             return d
         return best_fit({d: r for d, r in self.rooms().items() if not excluded(d)}, self.need)
+
+    def _best_fit_fuller_parent(self, excluded: Callable[[str], bool]) -> str | None:
+        """Best fit at a preferred level, ties to the fuller parent (see :meth:`best_fit`)."""
+        rooms = self.index.room if self.index is not None else self.rooms()
+        parent: dict[str, int] = {}
+        for d, r in rooms.items():
+            top = d.partition(",")[0]
+            parent[top] = parent.get(top, 0) + r
+        fitting = [(r, d) for d, r in rooms.items() if r >= self.need and not excluded(d)]
+        if not fitting or self.need <= 0:
+            return None
+        least = min(r for r, _ in fitting)
+        for d in sorted((d for r, d in fitting if r == least), key=lambda d: (parent[d.partition(",")[0]], d)):
+            p = self.plan(d)
+            if p is not None and p.joinable:
+                return d
+        return None

@@ -161,3 +161,14 @@ def test_described_paths_round_trip() -> None:
     assert parse_described(k, describe(k, "b1,c3")) == "b1,c3"
     assert parse_described(k, f"{BLOCK}=b1") == ""
     assert parse_described(BLOCK, "b1") == "b1"
+
+
+def test_a_tie_on_room_goes_to_the_fuller_block() -> None:
+    h = FakeHandle()
+    # c3 (in b1) and c1 (in b2) both have room 3; b1 has 4 left in all, b2 7: c3 wins, though
+    # c1 sorts first, so b2 stays whole for a bigger gang.
+    fabric(h, {"b1": {"c3": 3, "c4": 1}, "b2": {"c1": 3, "c2": 4}})
+    p, _ = plugin(h)
+    gang(h, 3)
+    placed = run_gang(h, p, 3)
+    assert cliques_of(h, placed) == {("b1", "c3")}
