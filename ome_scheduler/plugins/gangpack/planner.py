@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import msgspec
 
 from ome_scheduler.api.core import Pod
-from ome_scheduler.framework.gangsource import is_lws_leader
+from ome_scheduler.framework.gangsource import LWS_EXCLUSIVE_TOPOLOGY, LWS_NAME_LABEL, is_lws_leader
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.topology import describe, domain_value, is_composite, label_of
 from ome_scheduler.framework.types import NodeInfo, PodInfo
@@ -42,7 +42,7 @@ from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, te
 from ome_scheduler.plugins.gangpack.gang import Gang, same_pod
 from ome_scheduler.plugins.gangpack.pins import Domain, Pin
 from ome_scheduler.plugins.gangpack.placement import DomainPlan, GangPlanner, RoomIndex, group_by_domain
-from ome_scheduler.plugins.gangpack.state import MAX_INDEXES, MAX_NOT_NESTED, MAX_TOPOLOGY_KEYS, NAME, GangState
+from ome_scheduler.plugins.gangpack.state import MAX_INDEXES, MAX_TOPOLOGY_KEYS, NAME, GangState
 from ome_scheduler.plugins.gangpack.survey import DomainSurvey
 
 log = get_logger()
@@ -241,6 +241,11 @@ class PinPlanner:
             templates += [pod] * (need - len(templates))
         if len(templates) < need:
             incomplete.add(key)
+            if gang.source == "PodGroup" and self._lws_deadlock(pod, gang, live):
+                return Status.unschedulable(
+                    f"waiting for all PodGroup member templates for {key}: its LeaderWorkerSet creates the workers "
+                    "only after the leader runs (see the PodGroup's events)"
+                )
             return Status.unschedulable(f"waiting for all PodGroup member templates for {key}")
         gated = [t.name for t in templates[1:] if t.pod.spec.scheduling_gates]
         if len(templates) - len(gated) < need:
@@ -257,6 +262,34 @@ class PinPlanner:
             if self.state.activate([p.pod for p in live if not same_pod(p.pod, pod.pod)], "templates_complete"):
                 log.info("gangpack.templates.complete", v=4, gang=key, members=len(templates), need=need)
         return templates
+
+    def _lws_deadlock(self, pod: PodInfo, gang: Gang, live: Sequence[PodInfo]) -> bool:
+        """§2.1 LWS guard: a PodGroup gang waiting for members, whose members are the pods of an LWS
+        group with ``exclusive-topology`` or ``startupPolicy: LeaderReady``, can never form: the LWS
+        controller creates the workers only once the leader has a node (is ready). True (with one
+        ``LeaderWorkerSetDeadlock`` warning on the PodGroup) when every live member is such a
+        leader, so no worker exists yet."""
+        leaders = [p for p in live if is_lws_leader(p.pod.metadata)]
+        if not leaders or len(leaders) != len(live):
+            return False
+        leader = leaders[0]
+        lws = leader.pod.metadata.labels.get(LWS_NAME_LABEL, "")
+        owner = self.handle.leader_worker_set(gang.namespace, lws) if lws else None
+        if leader.pod.metadata.annotations.get(LWS_EXCLUSIVE_TOPOLOGY):
+            why, when = f"sets {LWS_EXCLUSIVE_TOPOLOGY}", "has a node"
+        elif owner is not None and owner.spec.startup_policy == "LeaderReady":
+            why, when = "has startupPolicy LeaderReady", "is ready"
+        else:
+            return False
+        note = (
+            f"PodGroup {gang.key} needs {gang.min_member} members, but its members belong to LeaderWorkerSet "
+            f"{gang.namespace}/{lws}, which {why}: the LWS controller creates the "
+            f"workers only after the leader {leader.name} {when}, so this gang can never form. Remove "
+            "the PodGroup label from the LeaderWorkerSet's pods (ome-scheduler schedules an LWS group as a gang "
+            "by itself) or lower minMember to what exists before the leader runs"
+        )
+        self.state.warn_once(gang.key, gang.uid, "lws-deadlock", "LeaderWorkerSetDeadlock", note)
+        return True
 
     def _sibling_yield(
         self, pod: PodInfo, gang: Gang, templates: Sequence[PodInfo], placed: Placement
@@ -419,9 +452,7 @@ class PinPlanner:
         """§3.9: a preferred level's value seen under two values of the required key is two
         domains; the gang's PodGroup gets one ``TopologyNotNested`` warning per level saying so."""
         level = survey.topology_key
-        seen = self.state.not_nested
-        k = (gang.key, gang.uid, level)
-        if k in seen:
+        if (gang.key, gang.uid, level) in self.state.warned:
             return
         parents: dict[str, list[str]] = {}
         for d in survey.domain_names():
@@ -430,16 +461,13 @@ class PinPlanner:
         shared = sorted((p, rs) for p, rs in parents.items() if len(rs) > 1)
         if not shared:
             return
-        seen[k] = None
-        while len(seen) > MAX_NOT_NESTED:
-            seen.pop(next(iter(seen)))
         p, rs = shared[0]
         more = f" (and {len(shared) - 1} more)" if len(shared) > 1 else ""
         note = (
             f"{label_of(level)}={p} appears under {gang.topology_key}={', '.join(rs)}{more}: "
             "each is treated as a separate domain"
         )
-        self.state.pod_group_event(gang.key, "Warning", "TopologyNotNested", note)
+        self.state.warn_once(gang.key, gang.uid, level, "TopologyNotNested", note)
 
     def _open_fit(self, survey: DomainSurvey, failed: set[Domain]) -> str | None:
         """Best fit among the survey's domains that are neither held nor failed (None: none)."""

@@ -6,14 +6,16 @@ fewest cliques of one block, and never across blocks."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
+from ome_scheduler.api.workloads import LeaderWorkerSet
 from ome_scheduler.framework.status import Code
 from ome_scheduler.framework.topology import describe, domain_value, level_key, parse_described
 from ome_scheduler.plugins.gangpack.levels import PREFERRED_KEYS_ANNOTATION, parse_preferred_keys
 from ome_scheduler.plugins.gangpack.plugin import OMEGangPack
 from tests.plugins.gangpack.test_plugin import members, plugin, prefilter, schedule
-from tests.support.builders import make_node, make_pod_group
+from tests.support.builders import make_node, make_pod, make_pod_group
 from tests.support.fakes import FakeHandle
 
 BLOCK = "topology.ome.io/block"
@@ -172,3 +174,43 @@ def test_a_tie_on_room_goes_to_the_fuller_block() -> None:
     gang(h, 3)
     placed = run_gang(h, p, 3)
     assert cliques_of(h, placed) == {("b1", "c3")}
+
+
+@pytest.mark.parametrize("exclusive", [True, False])
+def test_a_podgroup_over_an_lws_group_that_creates_workers_late_warns_once(exclusive: bool) -> None:
+    """§2.1 LWS guard: the LWS controller creates an exclusive-topology (or LeaderReady) group's
+    workers only once the leader runs, so a PodGroup needing leader and workers never forms."""
+    h = FakeHandle()
+    fabric(h, {"b1": {"c1": 2}})
+    p, _ = plugin(h)
+    gang(h, 2, preferred=None)
+    labels = {"leaderworkerset.sigs.k8s.io/name": "svc", "leaderworkerset.sigs.k8s.io/worker-index": "0"}
+    leader = make_pod("svc-0", gang="g", labels=labels, requests={"nvidia.com/gpu": "4"})
+    if exclusive:
+        leader.metadata.annotations["leaderworkerset.sigs.k8s.io/exclusive-topology"] = BLOCK
+    else:
+        h.lws[("ns", "svc")] = msgspec.convert(
+            {"metadata": {"name": "svc", "namespace": "ns"}, "spec": {"startupPolicy": "LeaderReady"}}, LeaderWorkerSet
+        )
+    pi = h.add_pod(leader)
+    for _ in range(2):
+        _, status, _ = prefilter(p, h, pi)
+        assert status is not None and status.message() == (
+            "waiting for all PodGroup member templates for ns/g: its LeaderWorkerSet creates the workers only "
+            "after the leader runs (see the PodGroup's events)"
+        )
+    warnings = [note for _, t, reason, note in h.events if reason == "LeaderWorkerSetDeadlock" and t == "Warning"]
+    assert len(warnings) == 1
+    why = "sets leaderworkerset.sigs.k8s.io/exclusive-topology" if exclusive else "has startupPolicy LeaderReady"
+    assert f"LeaderWorkerSet ns/svc, which {why}" in warnings[0]
+
+
+def test_a_waiting_podgroup_without_an_lws_says_only_that_it_waits() -> None:
+    h = FakeHandle()
+    fabric(h, {"b1": {"c1": 2}})
+    p, _ = plugin(h)
+    gang(h, 2, preferred=None)
+    (pi,) = members(h, "g", 1)
+    _, status, _ = prefilter(p, h, pi)
+    assert status is not None and status.message() == "waiting for all PodGroup member templates for ns/g"
+    assert not [e for e in h.events if e[2] == "LeaderWorkerSetDeadlock"]
