@@ -12,6 +12,7 @@ import asyncio
 import time
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -30,10 +31,11 @@ from ome_scheduler.api.snapshot import ClusterSnapshot
 from ome_scheduler.config.types import KubeSchedulerConfiguration
 from ome_scheduler.framework.gangsource import LWS_NAME_LABEL, gang_name, lws_size, lws_topology_key, source_of
 from ome_scheduler.framework.interface import CycleState
-from ome_scheduler.framework.topology import domain_value, parse_described
+from ome_scheduler.framework.topology import describe, domain_value, level_key, parse_described
 from ome_scheduler.framework.types import POD_GROUP_LABEL, GangKey, NodeInfo, PodInfo, QueuedPodInfo, gang_key
 from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, template_signature
 from ome_scheduler.plugins.gangpack.gang import capped_timeout, is_live, topology_key_of
+from ome_scheduler.plugins.gangpack.levels import PREFERRED_KEYS_ANNOTATION, parse_preferred_keys
 from ome_scheduler.plugins.gangpack.placement import GangPlanner, group_by_domain
 from ome_scheduler.plugins.gangpack.plugin import OMEGangPack
 from ome_scheduler.tools.simulation import Simulation
@@ -379,6 +381,8 @@ class Explainer:
         shape = pending[0] if pending else (members[0] if members else None)
         if shape is not None and tk and (pg is not None or lws) and 0 < mm and bound < mm:
             self._domains(ex, key, shape, mm, placed, assumed)
+            if pg is not None and self.plugin is not None:
+                self._preferred_levels(ex, pg, shape, mm - placed)
         # The gang's own live pin (if the API shows one) is followed, as the scheduler would.
         ex.holds += [h for h in self._reconstruct_holds(assumed, key, None) if h.startswith(f"{key} ")]
         if mm > 0 and bound >= mm:
@@ -483,6 +487,34 @@ class Explainer:
                     for why in r:
                         dom.reasons[why] = dom.reasons.get(why, 0) + 1
             ex.domains.append(dom)
+
+    def _preferred_levels(self, ex: Explanation, pg: PodGroup, shape: PodInfo, need: int) -> None:
+        """§3.9: a note per preferred level of the gang: its best-fitting domain, or that none
+        has room and the gang falls back to the next level (room counted like ``shape``)."""
+        preferred = parse_preferred_keys(pg.metadata.annotations.get(PREFERRED_KEYS_ANNOTATION, ""), ex.topology_key)
+        if isinstance(preferred, str):
+            ex.notes.append(f"{PREFERRED_KEYS_ANNOTATION} is invalid: {preferred}")
+            return
+        nodes = self.sch.cache.node_infos()
+        planner: GangPlanner[PodInfo, NodeInfo] = GangPlanner([shape] * max(1, need), max(1, need), member_capacity)
+        for p in preferred:
+            level = level_key(ex.topology_key, p)
+            by = group_by_domain(nodes, partial(_level_domain, level))
+            rooms = {d: planner.plan_domain(d, ns).room for d, ns in by.items()}
+            fitting = sorted((r, d) for d, r in rooms.items() if r >= need)
+            if fitting:
+                r, d = fitting[0]
+                ex.notes.append(
+                    f"Preferred level {p}: {len(rooms)} domain(s); the tightest with room for the {need} member(s) "
+                    f"left is {describe(level, d)} (room {r}), before holds and failed domains."
+                )
+                return
+            top = max(rooms.items(), key=lambda x: (x[1], x[0]), default=None)
+            largest = f" (largest: {describe(level, top[0])} with room {top[1]})" if top is not None else ""
+            ex.notes.append(
+                f"Preferred level {p}: no domain has room for the {need} member(s) left{largest}: relaxed to the "
+                "next level."
+            )
 
     @staticmethod
     def _blocker(
@@ -688,3 +720,8 @@ def explain_lws(
         if isinstance(one, Explanation):
             out.append(one)
     return out
+
+
+def _level_domain(level: str, n: NodeInfo) -> str:
+    """The node's domain at a level (for :func:`group_by_domain`)."""
+    return domain_value(n.labels, level)
