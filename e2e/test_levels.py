@@ -11,7 +11,8 @@ its siblings (one per node). PodGroups require the block and prefer the clique
   best-fitting block), never in a0 and never across blocks, and its event says the clique level
   was relaxed;
 * a gang of 9 fits no block and pends with ``no domain has room for gang``;
-* an invalid annotation gives its message.
+* an invalid annotation gives its message;
+* a gang of 8 in sub-gangs of 4 goes to the block that takes both sub-gangs whole (§3.10).
 """
 
 from __future__ import annotations
@@ -41,9 +42,10 @@ def _fabric() -> tuple[str, str, str, list[dict[str, Any]]]:
     return key, bk, ck, nodes
 
 
-def _gang(api: Api, ns: str, n: int, bk: str, preferred: str) -> list[str]:
+def _gang(api: Api, ns: str, n: int, bk: str, preferred: str, **annotations: str) -> list[str]:
     pg = pod_group("g", ns, n, topology_key=bk, timeout=30)
-    pg["metadata"]["annotations"][PREFERRED] = preferred
+    pg["metadata"]["annotations"] |= {PREFERRED: preferred} if preferred else {}
+    pg["metadata"]["annotations"] |= annotations
     api.create_pod_group(pg)
     names = [f"g-{i}" for i in range(n)]
     for name in names:
@@ -111,4 +113,22 @@ def test_an_invalid_annotation_names_itself(api: Api, scheduler: SchedulerProces
         names = _gang(api, ns, 2, bk, bk)
         msg = f"PodGroup {ns}/g has an invalid {PREFERRED} annotation: {bk} is the required topology key itself"
         wait_message(api, ns, names[0], msg, timeout=30)
+        api.delete_namespace(ns, wait=60.0)
+
+
+def test_sub_gangs_go_to_the_block_that_takes_them_whole(api: Api, scheduler: SchedulerProcess, ns: str) -> None:
+    """§3.10: a gang of 8 in sub-gangs of 4. Block b1 has room for 8 members but no clique of it
+    takes 4; b2 takes one sub-gang in c3 and one in c4 (its clique a6 none)."""
+    _, bk, ck, nodes = _fabric({"b1": {"c1": 3, "c2": 3, "c5": 2}, "b2": {"a6": 2, "c3": 4, "c4": 4}})
+    with temp_nodes(api, nodes):
+        sub = {"ome.io/subgroup-size": "4", "ome.io/subgroup-topology-key": ck}
+        placed = wait_bound(api, ns, _gang(api, ns, 8, bk, "", **sub), timeout=40)
+        labels = {n["metadata"]["name"]: n["metadata"].get("labels", {}) for n in api.nodes()}
+        per_clique: dict[tuple[str, str], int] = {}
+        for n in placed.values():
+            k = (labels[n][bk], labels[n][ck])
+            per_clique[k] = per_clique.get(k, 0) + 1
+        assert per_clique == {("b2", "c3"): 4, ("b2", "c4"): 4}, per_clique
+        assert_invariants(api, ns)
+        assert_no_drift(scheduler)
         api.delete_namespace(ns, wait=60.0)

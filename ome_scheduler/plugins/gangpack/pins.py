@@ -52,6 +52,9 @@ class Pin:
     alternative: bool = False
     """When the pin was chosen, another fitting domain was neither held nor failed: a member
     failing here is retried within its backoff, in that next domain (rule 10)."""
+    quota: dict[str, int] = field(default_factory=dict)
+    """§3.10: sub-domain (level value ``r,s``) -> members the gang places there (placed ones
+    included), multiples of the sub-gang size; empty until planned."""
 
 
 class PinStore:

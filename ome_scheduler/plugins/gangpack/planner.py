@@ -40,6 +40,7 @@ from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.logs import enabled, get_logger
 from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, template_signature
 from ome_scheduler.plugins.gangpack.gang import Gang, same_pod
+from ome_scheduler.plugins.gangpack.levels import SUBGROUP_INDEX_LABEL, plan_subgroups
 from ome_scheduler.plugins.gangpack.pins import Domain, Pin
 from ome_scheduler.plugins.gangpack.placement import DomainPlan, GangPlanner, RoomIndex, group_by_domain
 from ome_scheduler.plugins.gangpack.state import MAX_INDEXES, MAX_TOPOLOGY_KEYS, NAME, GangState
@@ -487,6 +488,8 @@ class PinPlanner:
         else at the required topology key, whose ``Pinned`` event names the levels relaxed.
         ``surveyed`` is the survey already made (of the topology key); returns the pin (or why
         none) with the planner and survey of the level pinned."""
+        if gang.subgroup_size:
+            return self._choose_subgroups(gang, pod, templates, need, nodes, surveyed)
         relaxed: list[str] = []
         failed = self.state.failed.get((gang.key, gang.uid), set())
         for level in gang.levels[:-1]:
@@ -500,7 +503,47 @@ class PinPlanner:
             planner, survey = self._survey(pod, gang, templates, need, nodes, gang.topology_key)
         return self._choose(gang, pod, survey, relaxed), planner, survey
 
-    def _choose(self, gang: Gang, pod: PodInfo, survey: DomainSurvey, relaxed: Sequence[str] = ()) -> Pin | Status:
+    def _choose_subgroups(
+        self,
+        gang: Gang,
+        pod: PodInfo,
+        templates: list[PodInfo],
+        need: int,
+        nodes: Sequence[NodeInfo],
+        surveyed: tuple[GangPlanner[PodInfo, NodeInfo], DomainSurvey],
+    ) -> tuple[Pin | Status, GangPlanner[PodInfo, NodeInfo], DomainSurvey]:
+        """§3.10: a fresh pin for a gang of sub-gangs: best fit among the domains of the required key
+        whose sub-domains take all its sub-gangs whole (:func:`plan_subgroups`); the pin records
+        the quota per sub-domain. Without such a domain the usual choice says why (no room, held),
+        or, when room alone would fit, that no domain fits the sub-gangs."""
+        planner, survey = surveyed
+        size, count = gang.subgroup_size, gang.min_member // gang.subgroup_size
+        _, sub = self._survey(pod, gang, templates, need, nodes, gang.sub_level)
+        by_parent: dict[str, dict[str, int]] = {}
+        for d, r in sub.raw_rooms().items():
+            by_parent.setdefault(d.partition(",")[0], {})[d] = r
+        plans = {r: q for r, rooms in by_parent.items() if (q := plan_subgroups(rooms, {}, size, count)) is not None}
+        if not plans and survey.best_fit(lambda _: False) is not None:
+            self.metrics.pin("no_fit")
+            why = Status.unschedulable(
+                f"no domain has room for gang {gang.key}: no {gang.topology_key} domain takes {count} sub-gangs of "
+                f"{size} members, each inside one {gang.subgroup_key} domain"
+            )
+            log.info("gangpack.pinGang.no_fit", v=4, gang=gang.key, status=why.message())
+            return why, planner, survey
+        pin = self._choose(gang, pod, survey, allowed=lambda d: d in plans)
+        if isinstance(pin, Pin):
+            pin.quota = plans[pin.domain.value]
+        return pin, planner, survey
+
+    def _choose(
+        self,
+        gang: Gang,
+        pod: PodInfo,
+        survey: DomainSurvey,
+        relaxed: Sequence[str] = (),
+        allowed: Callable[[str], bool] | None = None,
+    ) -> Pin | Status:
         """A fresh pin: best fit (rule 2) skipping held domains and the domains a member failed in
         since the gang last succeeded; when it failed in every fitting one, nothing is pinned and
         the gang waits for an event that can help (rule 10). The pin remembers whether another
@@ -511,7 +554,11 @@ class PinPlanner:
             return blocked
         pins = self.pins
         failed = self.state.failed.get((key, gang.uid), set())
-        held = self._held(survey)
+        base = self._held(survey)
+
+        def held(x: str) -> bool:
+            return base(x) or (allowed is not None and not allowed(x))
+
         d = survey.best_fit(lambda x: held(x) or Domain(tk, x) in failed)
         if d is None and failed and survey.best_fit(held) is not None:
             # Rule 10: a member failed in every fitting domain since the gang's last success.
@@ -564,6 +611,50 @@ class PinPlanner:
                 return self._unresolvable_sibling(pod, gang, None)
         return None
 
+    def _subgroup_candidates(
+        self,
+        pod: PodInfo,
+        gang: Gang,
+        pin: Pin,
+        planner: GangPlanner[PodInfo, NodeInfo],
+        plan: DomainPlan[NodeInfo],
+        cands: list[NodeInfo],
+        placed: Placement,
+    ) -> list[NodeInfo] | Status:
+        """§3.10: the candidates in the sub-domains whose quota is not yet filled; a member labelled
+        ``ome.io/subgroup-index`` goes where its sub-gang's placed members are. An adopted pin (no
+        quota yet) is planned from the placed members."""
+        level, size = gang.sub_level, gang.subgroup_size
+        by = group_by_domain(plan.nodes, lambda n: domain_value(n.labels, level))
+        counts: dict[str, int] = {}
+        mine: set[str] = set()
+        idx = _subgroup_index(pod)
+        for p, n in placed.members:
+            d = domain_value(n.labels, level)
+            counts[d] = counts.get(d, 0) + 1
+            if idx and _subgroup_index(p) == idx:
+                mine.add(d)
+        if not pin.quota:
+            rooms = {d: planner.plan_domain(d, ns).room for d, ns in by.items()}
+            quota = plan_subgroups(rooms, counts, size, gang.min_member // size)
+            if quota is None:
+                return Status.unschedulable(
+                    f"pinned domain {pin.domain.value} cannot take the sub-gangs of gang {gang.key} whole"
+                )
+            pin.quota = quota
+        open_ = {d for d, q in pin.quota.items() if counts.get(d, 0) < q}
+        if mine:
+            open_ &= mine
+        elif idx:
+            # A labelled sub-gang not yet placed needs a sub-domain with room for all of it.
+            open_ = {d for d in open_ if pin.quota[d] - counts.get(d, 0) >= size} or open_
+        narrowed = [n for n in cands if domain_value(n.labels, level) in open_]
+        if not narrowed:
+            return Status.unschedulable(
+                f"pinned domain {pin.domain.value} has no node left in the sub-domains planned for gang {gang.key}"
+            )
+        return narrowed
+
     def _candidates(
         self, gang: Gang, pin: Pin, planner: GangPlanner[PodInfo, NodeInfo], survey: DomainSurvey, placed: Placement
     ) -> tuple[Pin, set[str]] | Status:
@@ -575,10 +666,19 @@ class PinPlanner:
         cands = planner.candidates(p) if p is not None else []
         if cands and p is not None and gang.preferred_keys and pin.domain.topology_key == gang.topology_key:
             cands = fewest_subdomains(planner, p, cands, placed, survey.need, gang.levels[0])
+        if cands and p is not None and gang.subgroup_size and pin.domain.topology_key == gang.topology_key:
+            narrowed = self._subgroup_candidates(planner.templates[0], gang, pin, planner, p, cands, placed)
+            if isinstance(narrowed, Status):
+                return narrowed
+            cands = narrowed
         if not cands:
             return Status.unschedulable(f"pinned domain {domain} has no node feasible for gang member {gang.key}")
         log.info("gangpack.pinGang.result", v=4, gang=gang.key, domain=domain, narrowedNodes=len(cands))
         return pin, {n.name for n in cands}
+
+
+def _subgroup_index(p: PodInfo) -> str:
+    return p.pod.metadata.labels.get(SUBGROUP_INDEX_LABEL, "")
 
 
 def fewest_subdomains(

@@ -82,6 +82,16 @@ class DomainSurvey:
                 self._plans[d] = self.planner.plan_domain(d, nodes)
         return {d: self.room(d) for d in sorted(by)}
 
+    def raw_rooms(self) -> dict[str, int]:
+        """Members every domain takes now, whatever the gang needs and whether it can join."""
+        if self.index is not None:
+            return dict(self.index.room)
+        out = {}
+        for d in self.domain_names():
+            p = self.plan(d)
+            out[d] = p.room if p is not None else 0
+        return out
+
     def domain_names(self) -> list[str]:
         """Every domain of the survey's key with a node in the snapshot, sorted."""
         if self.index is not None:
