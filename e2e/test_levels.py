@@ -29,13 +29,13 @@ PREFERRED = "ome.io/topology-preferred-keys"
 FABRIC = {"b1": {"a0": 1, "c1": 3, "c2": 3}, "b2": {"c3": 4, "c4": 4}}
 
 
-def _fabric() -> tuple[str, str, str, list[dict[str, Any]]]:
+def _fabric(fabric: dict[str, dict[str, int]] = FABRIC) -> tuple[str, str, str, list[dict[str, Any]]]:
     """A unique prefix, its block and clique label keys, and the fixture's nodes."""
     key = unique("levels")
     bk, ck = f"e2e.ome.io/{key}-block", f"e2e.ome.io/{key}-clique"
     nodes = [
         node(f"{key}-{b}{c}-{i}", {bk: b, ck: c})
-        for b, cliques in FABRIC.items()
+        for b, cliques in fabric.items()
         for c, n in cliques.items()
         for i in range(n)
     ]
