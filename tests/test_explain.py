@@ -314,3 +314,20 @@ def test_preferred_levels_are_explained_per_level() -> None:
         assert any(n.startswith(note) for n in ex.notes), ex.notes
         assert ex.decision.result == "pinned", ex.decision
         assert ex.decision.node.startswith("b1c1-" if size == 3 else "b1"), ex.decision
+
+
+def test_sub_gangs_are_explained_per_domain() -> None:
+    """§3.10: how many whole sub-gangs each block takes."""
+    bk = "example.com/block"
+    fabric = {("b1", "c1"): 3, ("b1", "c2"): 3, ("b2", "c3"): 4, ("b2", "c4"): 4}
+    node_dicts = [node(f"{b}{c}-{i}", {bk: b, DK: c}) for (b, c), n in fabric.items() for i in range(n)]
+    objs = gang("g", 8)
+    objs[0]["metadata"]["annotations"] = {
+        "ome.io/topology-key": bk,
+        "ome.io/subgroup-size": "4",
+        "ome.io/subgroup-topology-key": DK,
+    }
+    ex = explained(snap(node_dicts, objs), "g")
+    note = f"Sub-gangs of 4 members, each inside one {DK} domain: b2 takes 2 of 2, b1 takes 0 of 2"
+    assert any(n.startswith(note) for n in ex.notes), ex.notes
+    assert (ex.decision.result, ex.decision.domain) == ("pinned", "b2"), ex.decision

@@ -35,7 +35,13 @@ from ome_scheduler.framework.topology import describe, domain_value, level_key, 
 from ome_scheduler.framework.types import POD_GROUP_LABEL, GangKey, NodeInfo, PodInfo, QueuedPodInfo, gang_key
 from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, template_signature
 from ome_scheduler.plugins.gangpack.gang import capped_timeout, is_live, topology_key_of
-from ome_scheduler.plugins.gangpack.levels import PREFERRED_KEYS_ANNOTATION, parse_preferred_keys
+from ome_scheduler.plugins.gangpack.levels import (
+    PREFERRED_KEYS_ANNOTATION,
+    SUBGROUP_KEY_ANNOTATION,
+    SUBGROUP_SIZE_ANNOTATION,
+    parse_preferred_keys,
+    parse_subgroups,
+)
 from ome_scheduler.plugins.gangpack.placement import GangPlanner, group_by_domain
 from ome_scheduler.plugins.gangpack.plugin import OMEGangPack
 from ome_scheduler.tools.simulation import Simulation
@@ -383,6 +389,7 @@ class Explainer:
             self._domains(ex, key, shape, mm, placed, assumed)
             if pg is not None and self.plugin is not None:
                 self._preferred_levels(ex, pg, shape, mm - placed)
+                self._subgroups(ex, pg, shape, mm)
         # The gang's own live pin (if the API shows one) is followed, as the scheduler would.
         ex.holds += [h for h in self._reconstruct_holds(assumed, key, None) if h.startswith(f"{key} ")]
         if mm > 0 and bound >= mm:
@@ -515,6 +522,35 @@ class Explainer:
                 f"Preferred level {p}: no domain has room for the {need} member(s) left{largest}: relaxed to the "
                 "next level."
             )
+
+    def _subgroups(self, ex: Explanation, pg: PodGroup, shape: PodInfo, mm: int) -> None:
+        """§3.10: a note with how many whole sub-gangs each domain of the topology key takes (room
+        counted like ``shape``, before holds), e.g. ``b1 takes 1 of 2``."""
+        notes = pg.metadata.annotations
+        sub = parse_subgroups(
+            notes.get(SUBGROUP_SIZE_ANNOTATION, ""), notes.get(SUBGROUP_KEY_ANNOTATION, ""), ex.topology_key, mm
+        )
+        if isinstance(sub, str):
+            ex.notes.append(f"The sub-gang annotations are invalid: {sub}")
+            return
+        size, key = sub
+        if not size:
+            return
+        level = level_key(ex.topology_key, key)
+        planner: GangPlanner[PodInfo, NodeInfo] = GangPlanner([shape], 1, member_capacity)
+        by = group_by_domain(self.sch.cache.node_infos(), partial(_level_domain, level))
+        whole: dict[str, int] = {}
+        for d, ns in by.items():
+            top = d.partition(",")[0]
+            whole[top] = whole.get(top, 0) + planner.plan_domain(d, ns).room // size
+        k = mm // size
+        parts = ", ".join(
+            f"{r} takes {min(w, k)} of {k}" for r, w in sorted(whole.items(), key=lambda x: (-x[1], x[0]))
+        )
+        ex.notes.append(
+            f"Sub-gangs of {size} members, each inside one {key} domain: {parts or 'no domain has both labels'} "
+            "(whole sub-gangs by room now, before holds)."
+        )
 
     @staticmethod
     def _blocker(
