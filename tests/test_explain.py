@@ -291,3 +291,43 @@ def test_explain_lws_reports_each_group_as_a_gang() -> None:
     assert simulated(s)[f"{NS}/lws:web:0"][:2] == ("bound", ["three"])
     assert f"LeaderWorkerSet group {NS}/lws:web:0: size 3" in render_text(g0)
     assert isinstance(explain_lws(CFG, s, NS, "nothing"), str)
+
+
+def test_preferred_levels_are_explained_per_level() -> None:
+    """§3.9: the clique level's best fit (or its relaxation) is a note; the decision follows it."""
+    bk = "example.com/block"
+    fabric = {("b1", "c1"): 3, ("b1", "c2"): 3, ("b2", "c3"): 4}
+    node_dicts = [node(f"{b}{c}-{i}", {bk: b, DK: c}) for (b, c), n in fabric.items() for i in range(n)]
+    for size, note in (
+        (
+            3,
+            f"Preferred level {DK}: 3 domain(s); the tightest with room for the 3 member(s) left is {bk}=b1,{DK}=c1 (room 3)",
+        ),
+        (
+            5,
+            f"Preferred level {DK}: no domain has room for the 5 member(s) left (largest: {bk}=b2,{DK}=c3 with room 4)",
+        ),
+    ):
+        objs = gang("g", size)
+        objs[0]["metadata"]["annotations"] = {"ome.io/topology-key": bk, "ome.io/topology-preferred-keys": DK}
+        ex = explained(snap(node_dicts, objs), "g")
+        assert any(n.startswith(note) for n in ex.notes), ex.notes
+        assert ex.decision.result == "pinned", ex.decision
+        assert ex.decision.node.startswith("b1c1-" if size == 3 else "b1"), ex.decision
+
+
+def test_sub_gangs_are_explained_per_domain() -> None:
+    """§3.10: how many whole sub-gangs each block takes."""
+    bk = "example.com/block"
+    fabric = {("b1", "c1"): 3, ("b1", "c2"): 3, ("b2", "c3"): 4, ("b2", "c4"): 4}
+    node_dicts = [node(f"{b}{c}-{i}", {bk: b, DK: c}) for (b, c), n in fabric.items() for i in range(n)]
+    objs = gang("g", 8)
+    objs[0]["metadata"]["annotations"] = {
+        "ome.io/topology-key": bk,
+        "ome.io/subgroup-size": "4",
+        "ome.io/subgroup-topology-key": DK,
+    }
+    ex = explained(snap(node_dicts, objs), "g")
+    note = f"Sub-gangs of 4 members, each inside one {DK} domain: b2 takes 2 of 2, b1 takes 0 of 2"
+    assert any(n.startswith(note) for n in ex.notes), ex.notes
+    assert (ex.decision.result, ex.decision.domain) == ("pinned", "b2"), ex.decision

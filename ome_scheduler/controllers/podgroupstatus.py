@@ -62,6 +62,7 @@ from ome_scheduler.api.scheduling import (
     PodGroupStatus,
 )
 from ome_scheduler.backend.podgroups import PodGroupState
+from ome_scheduler.framework.topology import describe, domain_value, is_composite
 from ome_scheduler.framework.types import GangKey, split_gang_key
 from ome_scheduler.kube.client import TRANSPORT_ERRORS, ApiError
 from ome_scheduler.kube.podgroupwriter import GONE, WRITTEN, MemberCounts, PodGroupWriter
@@ -97,6 +98,12 @@ class GangCounts:
     running: int
     succeeded: int
     failed: int
+
+
+def placement_domain(topology_key: str, value: str) -> str:
+    """The ``ome.io/placement-domain`` value: the domain's label value, or for a preferred level
+    (§3.9) its path ``R=r,P=p`` (the key is then ``R>P``)."""
+    return describe(topology_key, value) if is_composite(topology_key) else value
 
 
 def phase_of(min_member: int, c: GangCounts, current: str) -> str:
@@ -150,11 +157,11 @@ def annotation_changes(pg: PodGroup, state: PodGroupState, key: GangKey, c: Gang
     known, placement = state.placement(key)
     if mm > 0 and c.bound >= mm:
         tk = placement.topology_key if placement is not None else ann.get(ANN_PLACEMENT_TOPOLOGY_KEY, "")
-        domains = {n.labels.get(tk, "") for _, n in state.placed_members(key) if n is not None} if tk else set()
+        domains = {domain_value(n.labels, tk) for _, n in state.placed_members(key) if n is not None} if tk else set()
         if len(domains) == 1 and "" not in domains:
             want |= {
                 ANN_PLACEMENT: PLACEMENT_BOUND,
-                ANN_PLACEMENT_DOMAIN: domains.pop(),
+                ANN_PLACEMENT_DOMAIN: placement_domain(tk, domains.pop()),
                 ANN_PLACEMENT_TOPOLOGY_KEY: tk,
             }
         want[ANN_WAITING_REASON] = None
@@ -162,7 +169,7 @@ def annotation_changes(pg: PodGroup, state: PodGroupState, key: GangKey, c: Gang
         if placement is not None and placement.state != PLACEMENT_BOUND:
             want |= {
                 ANN_PLACEMENT: placement.state,
-                ANN_PLACEMENT_DOMAIN: placement.domain,
+                ANN_PLACEMENT_DOMAIN: placement_domain(placement.topology_key, placement.domain),
                 ANN_PLACEMENT_TOPOLOGY_KEY: placement.topology_key,
             }
         elif known:

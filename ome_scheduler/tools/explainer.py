@@ -12,6 +12,7 @@ import asyncio
 import time
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -30,9 +31,17 @@ from ome_scheduler.api.snapshot import ClusterSnapshot
 from ome_scheduler.config.types import KubeSchedulerConfiguration
 from ome_scheduler.framework.gangsource import LWS_NAME_LABEL, gang_name, lws_size, lws_topology_key, source_of
 from ome_scheduler.framework.interface import CycleState
+from ome_scheduler.framework.topology import describe, domain_value, level_key, parse_described
 from ome_scheduler.framework.types import POD_GROUP_LABEL, GangKey, NodeInfo, PodInfo, QueuedPodInfo, gang_key
 from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, template_signature
 from ome_scheduler.plugins.gangpack.gang import capped_timeout, is_live, topology_key_of
+from ome_scheduler.plugins.gangpack.levels import (
+    PREFERRED_KEYS_ANNOTATION,
+    SUBGROUP_KEY_ANNOTATION,
+    SUBGROUP_SIZE_ANNOTATION,
+    parse_preferred_keys,
+    parse_subgroups,
+)
 from ome_scheduler.plugins.gangpack.placement import GangPlanner, group_by_domain
 from ome_scheduler.plugins.gangpack.plugin import OMEGangPack
 from ome_scheduler.tools.simulation import Simulation
@@ -243,6 +252,7 @@ class Explainer:
         placement = ann.get(ANN_PLACEMENT, "")
         if placement and placement != PLACEMENT_BOUND:
             tk, d = ann.get(ANN_PLACEMENT_TOPOLOGY_KEY, ""), ann.get(ANN_PLACEMENT_DOMAIN, "")
+            d = parse_described(tk, d) if tk else ""
             if tk and d:
                 return tk, d, placement == PLACEMENT_HOLDING, f"ome.io/placement: {placement}"
         if self.plugin is None:
@@ -252,7 +262,7 @@ class Explainer:
         domains = set()
         for p in waiting:
             ni = self.sch.cache.get_node_info(self.sch.cache.assumed_node(p.pod_key) or "")
-            domains.add(ni.labels.get(tk, "") if ni is not None else "")
+            domains.add(domain_value(ni.labels, tk) if ni is not None else "")
         if tk and len(domains) == 1 and "" not in domains:
             return tk, domains.pop(), True, f"{len(waiting)} member(s) waiting at Permit"
         return None
@@ -279,7 +289,7 @@ class Explainer:
             if hold is None:
                 continue
             tk, d, holding, how = hold
-            nodes = [n.name for n in self.sch.cache.node_infos() if n.labels.get(tk, "") == d]
+            nodes = [n.name for n in self.sch.cache.node_infos() if domain_value(n.labels, tk) == d]
             pin = manager.pins.choose(key, pg.metadata.uid, tk, d, nodes, mm - placed, holding=holding)
             pin.hold_until = time.monotonic() + 3600.0
             manager.forming_since[key] = time.monotonic()
@@ -377,6 +387,9 @@ class Explainer:
         shape = pending[0] if pending else (members[0] if members else None)
         if shape is not None and tk and (pg is not None or lws) and 0 < mm and bound < mm:
             self._domains(ex, key, shape, mm, placed, assumed)
+            if pg is not None and self.plugin is not None:
+                self._preferred_levels(ex, pg, shape, mm - placed)
+                self._subgroups(ex, pg, shape, mm)
         # The gang's own live pin (if the API shows one) is followed, as the scheduler would.
         ex.holds += [h for h in self._reconstruct_holds(assumed, key, None) if h.startswith(f"{key} ")]
         if mm > 0 and bound >= mm:
@@ -481,6 +494,63 @@ class Explainer:
                     for why in r:
                         dom.reasons[why] = dom.reasons.get(why, 0) + 1
             ex.domains.append(dom)
+
+    def _preferred_levels(self, ex: Explanation, pg: PodGroup, shape: PodInfo, need: int) -> None:
+        """§3.9: a note per preferred level of the gang: its best-fitting domain, or that none
+        has room and the gang falls back to the next level (room counted like ``shape``)."""
+        preferred = parse_preferred_keys(pg.metadata.annotations.get(PREFERRED_KEYS_ANNOTATION, ""), ex.topology_key)
+        if isinstance(preferred, str):
+            ex.notes.append(f"{PREFERRED_KEYS_ANNOTATION} is invalid: {preferred}")
+            return
+        nodes = self.sch.cache.node_infos()
+        planner: GangPlanner[PodInfo, NodeInfo] = GangPlanner([shape] * max(1, need), max(1, need), member_capacity)
+        for p in preferred:
+            level = level_key(ex.topology_key, p)
+            by = group_by_domain(nodes, partial(_level_domain, level))
+            rooms = {d: planner.plan_domain(d, ns).room for d, ns in by.items()}
+            fitting = sorted((r, d) for d, r in rooms.items() if r >= need)
+            if fitting:
+                r, d = fitting[0]
+                ex.notes.append(
+                    f"Preferred level {p}: {len(rooms)} domain(s); the tightest with room for the {need} member(s) "
+                    f"left is {describe(level, d)} (room {r}), before holds and failed domains."
+                )
+                return
+            top = max(rooms.items(), key=lambda x: (x[1], x[0]), default=None)
+            largest = f" (largest: {describe(level, top[0])} with room {top[1]})" if top is not None else ""
+            ex.notes.append(
+                f"Preferred level {p}: no domain has room for the {need} member(s) left{largest}: relaxed to the "
+                "next level."
+            )
+
+    def _subgroups(self, ex: Explanation, pg: PodGroup, shape: PodInfo, mm: int) -> None:
+        """§3.10: a note with how many whole sub-gangs each domain of the topology key takes (room
+        counted like ``shape``, before holds), e.g. ``b1 takes 1 of 2``."""
+        notes = pg.metadata.annotations
+        sub = parse_subgroups(
+            notes.get(SUBGROUP_SIZE_ANNOTATION, ""), notes.get(SUBGROUP_KEY_ANNOTATION, ""), ex.topology_key, mm
+        )
+        if isinstance(sub, str):
+            ex.notes.append(f"The sub-gang annotations are invalid: {sub}")
+            return
+        size, key = sub
+        if not size:
+            return
+        level = level_key(ex.topology_key, key)
+        planner: GangPlanner[PodInfo, NodeInfo] = GangPlanner([shape], 1, member_capacity)
+        by = group_by_domain(self.sch.cache.node_infos(), partial(_level_domain, level))
+        whole: dict[str, int] = {}
+        for d, ns in by.items():
+            top = d.partition(",")[0]
+            whole[top] = whole.get(top, 0) + planner.plan_domain(d, ns).room // size
+        k = mm // size
+        parts = ", ".join(
+            f"{r} takes {min(w, k)} of {k}" for r, w in sorted(whole.items(), key=lambda x: (-x[1], x[0]))
+        )
+        ex.notes.append(
+            f"Sub-gangs of {size} members, each inside one {key} domain: {parts or 'no domain has both labels'} "
+            "(whole sub-gangs by room now, before holds)."
+        )
 
     @staticmethod
     def _blocker(
@@ -686,3 +756,8 @@ def explain_lws(
         if isinstance(one, Explanation):
             out.append(one)
     return out
+
+
+def _level_domain(level: str, n: NodeInfo) -> str:
+    """The node's domain at a level (for :func:`group_by_domain`)."""
+    return domain_value(n.labels, level)

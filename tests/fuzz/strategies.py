@@ -447,6 +447,17 @@ def pod_group(draw: st.DrawFn, name: str, ns: str) -> dict[str, Any]:
         md["annotations"] = {
             "ome.io/topology-key": draw(st.one_of(st.sampled_from(KEY_POOL + [""]), st.text(max_size=300), label_key()))
         }
+        # Topology levels and sub-gangs (design §3.9, §3.10): valid, nested or not, and any text.
+        keys = st.one_of(st.sampled_from(KEY_POOL), label_key(), st.text(max_size=40))
+        if draw(st.booleans()):
+            md["annotations"]["ome.io/topology-preferred-keys"] = ",".join(draw(st.lists(keys, max_size=6)))
+        if draw(st.booleans()):
+            md["annotations"]["ome.io/subgroup-size"] = draw(
+                st.one_of(
+                    st.sampled_from(["1", "2", "4", "0", "-1", ""]), st.integers(0, 2**40).map(str), st.text(max_size=8)
+                )
+            )
+            md["annotations"]["ome.io/subgroup-topology-key"] = draw(keys)
     return {"metadata": md, "spec": spec}
 
 

@@ -20,7 +20,16 @@ from ome_scheduler.config.pluginargs import OMEGangPackArgs
 from ome_scheduler.framework.gangsource import LWS_NAME_LABEL, GangSource, lws_size, lws_topology_key, source_of
 from ome_scheduler.framework.interface import PodGroupLister
 from ome_scheduler.framework.status import Status
+from ome_scheduler.framework.topology import level_key
 from ome_scheduler.framework.types import GangKey, PodInfo
+from ome_scheduler.plugins.gangpack.levels import (
+    PREFERRED_KEYS_ANNOTATION,
+    SUBGROUP_KEY_ANNOTATION,
+    SUBGROUP_SIZE_ANNOTATION,
+    levels,
+    parse_preferred_keys,
+    parse_subgroups,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +47,22 @@ class Gang:
     timeout: int
     source: GangSource = "PodGroup"
     leader_first: bool = False
+    preferred_keys: tuple[str, ...] = ()
+    """§3.9: the ``ome.io/topology-preferred-keys`` tried inside ``topology_key``, tightest first."""
+    subgroup_size: int = 0
+    """§3.10: members per sub-gang (0: no sub-gangs)."""
+    subgroup_key: str = ""
+    """§3.10: the label each sub-gang shares one domain of, inside ``topology_key``."""
+
+    @property
+    def sub_level(self) -> str:
+        """§3.10: the level key of the sub-gangs' domains (``R>S``)."""
+        return level_key(self.topology_key, self.subgroup_key)
+
+    @property
+    def levels(self) -> list[str]:
+        """§3.9: the level keys the gang tries in order, the required ``topology_key`` last."""
+        return levels(self.topology_key, self.preferred_keys) if self.preferred_keys else [self.topology_key]
 
 
 def topology_key_of(pg: PodGroup, args: OMEGangPackArgs) -> str:
@@ -104,8 +129,9 @@ def resolve_gang(
     An LWS group's gang (§2.1) is resolved by :func:`resolve_lws_gang` (``lws``: the
     LeaderWorkerSet lookup; None: none known). A PodGroup's checks, in the documented order:
     the PodGroup exists and is readable, ``minMember`` is
-    positive, a topology key resolves, the unsupported placement-group label is absent, and
-    a Permit timeout is configured (UnschedulableAndUnresolvable when not).
+    positive, a topology key resolves, the unsupported placement-group label is absent,
+    a Permit timeout is configured (UnschedulableAndUnresolvable when not), and the preferred
+    keys (§3.9) parse (UnschedulableAndUnresolvable naming the annotation when not).
     """
     if source_of(pod.gang) == "LeaderWorkerSet":
         return resolve_lws_gang(pod, args, lws or (lambda _ns, _name: None))
@@ -137,7 +163,30 @@ def resolve_gang(
             f"PodGroup {key} must set scheduleTimeoutSeconds or the scheduler must configure "
             "defaultPermitTimeoutSeconds"
         )
-    return Gang(key, ns, name, pg.metadata.uid, mm, tk, timeout)
+    notes = pg.metadata.annotations
+    preferred = parse_preferred_keys(notes.get(PREFERRED_KEYS_ANNOTATION, ""), tk)
+    if isinstance(preferred, str):
+        return Status.unresolvable(f"PodGroup {key} has an invalid {PREFERRED_KEYS_ANNOTATION} annotation: {preferred}")
+    sub = parse_subgroups(notes.get(SUBGROUP_SIZE_ANNOTATION, ""), notes.get(SUBGROUP_KEY_ANNOTATION, ""), tk, mm)
+    if isinstance(sub, str):
+        return Status.unresolvable(f"PodGroup {key} has invalid sub-gang annotations: {sub}")
+    if sub[0] and preferred:
+        return Status.unresolvable(
+            f"PodGroup {key} has invalid sub-gang annotations: {SUBGROUP_SIZE_ANNOTATION} cannot be combined "
+            f"with {PREFERRED_KEYS_ANNOTATION}"
+        )
+    return Gang(
+        key,
+        ns,
+        name,
+        pg.metadata.uid,
+        mm,
+        tk,
+        timeout,
+        preferred_keys=preferred,
+        subgroup_size=sub[0],
+        subgroup_key=sub[1],
+    )
 
 
 def is_live(pod: Pod) -> bool:

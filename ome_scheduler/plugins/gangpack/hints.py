@@ -24,6 +24,7 @@ from ome_scheduler.config.pluginargs import OMEGangPackArgs
 from ome_scheduler.framework.events import POD_GROUP, ActionType, ClusterEventWithHint, QueueingHint, on, queueing_hint
 from ome_scheduler.framework.gangsource import gang_name
 from ome_scheduler.framework.interface import PodGroupLister
+from ome_scheduler.framework.topology import domain_value
 from ome_scheduler.framework.types import Resource, gang_key
 from ome_scheduler.plugins.gangpack.gang import same_pod
 from ome_scheduler.plugins.gangpack.pins import PinStore
@@ -167,7 +168,7 @@ class GangHints:
         pin = self.pins.get(gang_key(target.metadata.namespace, g)) if g else None
         if pin is None or old is None:
             return SKIP  # a deleted node adds no room
-        if old.metadata.labels.get(pin.domain.topology_key, "") == pin.domain.value:
+        if domain_value(old.metadata.labels, pin.domain.topology_key) == pin.domain.value:
             return QUEUE  # the gang's pinned domain lost a node
         return SKIP  # another domain lost a node
 

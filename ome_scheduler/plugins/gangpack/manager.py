@@ -24,6 +24,7 @@ from ome_scheduler.config.pluginargs import OMEGangPackArgs
 from ome_scheduler.framework.gangsource import is_lws_leader, source_of
 from ome_scheduler.framework.interface import ClusterTruth, Handle
 from ome_scheduler.framework.status import Code, Status
+from ome_scheduler.framework.topology import domain_value
 from ome_scheduler.framework.types import GangKey, GangPlacement, PodInfo, gang_key, split_gang_key
 from ome_scheduler.logs import get_logger
 from ome_scheduler.plugins.gangpack.gang import Gang, permit_timeout, topology_key_of
@@ -127,7 +128,7 @@ class GangManager(GangState):
         waiters = self.waiters(gang, token)
         for wp in waiters:
             ni = self.handle.get_node_info(wp.node)
-            if ni is None or ni.labels.get(tk, "") != domain:
+            if ni is None or domain_value(ni.labels, tk) != domain:
                 why = f"member {wp.pod_info.key} waits on {wp.node}, which left the domain"
                 self.release(gang, pin.owner, token, why=why)
                 return False
@@ -227,7 +228,7 @@ class GangManager(GangState):
             if pin is None or self.attempt_by_pod.get(pi.pod_key) != pin.token:
                 continue
             tk, domain = pin.domain.topology_key, pin.domain.value
-            if new is None or new.metadata.labels.get(tk, "") != domain:
+            if new is None or domain_value(new.metadata.labels, tk) != domain:
                 log.info("gangpack.pinGang.stale_replan", v=4, gang=pi.gang_key, releasedDomain=domain, node=name)
                 why = f"node {name} left the domain while {pi.key} waited on it"
                 self.release(pi.gang_key, pin.owner, pin.token, unwind=False, why=why)
@@ -376,7 +377,7 @@ class GangManager(GangState):
             outside = {
                 pod: node
                 for pod, node in truth.bound_members.get(key, {}).items()
-                if truth.node_labels.get(node, {}).get(tk) != domain
+                if domain_value(truth.node_labels.get(node, {}), tk) != domain
             }
             if outside:
                 out.append((key, "members-outside-pin", f"pinned to {tk}={domain}, bound outside it: {outside}"))

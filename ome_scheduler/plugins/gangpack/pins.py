@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
+from ome_scheduler.framework.topology import domain_value
 from ome_scheduler.framework.types import GangKey
 
 ANY_PIN: Final = None
@@ -51,6 +52,9 @@ class Pin:
     alternative: bool = False
     """When the pin was chosen, another fitting domain was neither held nor failed: a member
     failing here is retried within its backoff, in that next domain (rule 10)."""
+    quota: dict[str, int] = field(default_factory=dict)
+    """§3.10: sub-domain (level value ``r,s``) -> members the gang places there (placed ones
+    included), multiples of the sub-gang size; empty until planned."""
 
 
 class PinStore:
@@ -209,7 +213,12 @@ class PinStore:
             return True
         # A pin made without a node set (none known at creation) holds the domain by label.
         for c in self.by_group.values():
-            if c.holding and c.remaining > 0 and not c.nodes and labels.get(c.domain.topology_key) == c.domain.value:
+            if (
+                c.holding
+                and c.remaining > 0
+                and not c.nodes
+                and domain_value(labels, c.domain.topology_key) == c.domain.value
+            ):
                 return True
         return False
 

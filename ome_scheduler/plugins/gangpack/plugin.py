@@ -43,6 +43,7 @@ from ome_scheduler.framework.interface import (
     ScorePlugin,
 )
 from ome_scheduler.framework.status import Code, Status
+from ome_scheduler.framework.topology import domain_value
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.logs import get_logger
 from ome_scheduler.metrics import Metrics
@@ -160,7 +161,7 @@ class OMEGangPack(
         if isinstance(pinned, Status):
             return None, pinned
         pin, candidates = pinned
-        state.write(PIN_KEY, CyclePin(pin.domain.value, gang.topology_key, gang, pin.token))
+        state.write(PIN_KEY, CyclePin(pin.domain.value, pin.domain.topology_key, gang, pin.token))
         return candidates, None
 
     # ---- Filter / PostFilter --------------------------------------------------------------
@@ -169,7 +170,7 @@ class OMEGangPack(
         """Members: only nodes of the pinned domain. Standalone pods: no held node."""
         pin: CyclePin | None = state.get(PIN_KEY)
         if pin is not None:
-            nd = node.labels.get(pin.topology_key, "")
+            nd = domain_value(node.labels, pin.topology_key)
             if nd != pin.domain:
                 log.info(
                     "gangpack.Filter.reject",

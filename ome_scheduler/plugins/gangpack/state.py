@@ -45,6 +45,8 @@ MAX_TOPOLOGY_KEYS = 16
 """Topology keys whose domains the ``ome_scheduler_domain_*`` gauges cover (most recent first)."""
 MAX_INDEXES = 16
 """Room indexes kept (one per topology key and member shape), least recently used dropped."""
+MAX_WARNED = 4096
+"""Once-per-gang warnings remembered (older ones may be given again)."""
 
 
 class GangState:
@@ -68,6 +70,9 @@ class GangState:
         """(topology key, member shape, one per node) -> room index, at most :data:`MAX_INDEXES`."""
         self.shapes: dict[str, PodInfo] = {}
         """The last gang member planned per topology key: the shape the domain gauges count in."""
+        self.warned: dict[tuple[GangKey, str, str], None] = {}
+        """(gang, PodGroup UID, what) of the warnings given once per gang (``TopologyNotNested``
+        per level, §3.9; ``LeaderWorkerSetDeadlock``, §2.1), oldest first, at most :data:`MAX_WARNED`."""
         self.waiting_since: dict[PodKey, float] = {}
         """When each member began waiting at Permit (monotonic): tells a timeout from other failures."""
         self.unresolvable: dict[GangKey, dict[PodKey, tuple[str, str]]] = {}
@@ -123,6 +128,16 @@ class GangState:
             self.handle.event_recorder().event(
                 regarding, controller=self.scheduler_name, type_=type_, reason=reason, action="Scheduling", note=note
             )
+
+    def warn_once(self, gang: GangKey, uid: str, what: str, reason: str, note: str) -> None:
+        """A Warning event on the gang's PodGroup, unless ``(gang, uid, what)`` was warned already."""
+        k = (gang, uid, what)
+        if k in self.warned:
+            return
+        self.warned[k] = None
+        while len(self.warned) > MAX_WARNED:
+            self.warned.pop(next(iter(self.warned)))
+        self.pod_group_event(gang, "Warning", reason, note)
 
     def report(self, gang: GangKey) -> None:
         """Tell the Handle where ``gang`` is now: its pin's domain (``Holding`` while the pin holds

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from ome_scheduler.framework.topology import domain_value, is_composite
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.plugins.gangpack.placement import DomainPlan, GangPlanner, RoomIndex, best_fit, group_by_domain
 
@@ -27,7 +28,8 @@ class DomainSurvey:
     Args:
         planner: the gang's planner (its templates and member capacity function).
         need: members still to place (room below it means "does not fit").
-        topology_key: the node label that defines the domains.
+        topology_key: the node label that defines the domains, or a preferred level's key
+            (``R>P``, §3.9; :func:`~ome_scheduler.plugins.gangpack.levels.domain_value`).
         nodes: the cycle's snapshot of NodeInfos.
         index: the room index of the gang's member shape, or None for a mixed-shape gang.
         node_info: looks a node up by name in the same snapshot (None: gone).
@@ -49,7 +51,7 @@ class DomainSurvey:
             found = (self.node_info(n) for n in sorted(self.index.members.get(domain, ())))
             return [n for n in found if n is not None]
         tk = self.topology_key
-        return [n for n in self.nodes if n.labels.get(tk, "") == domain]
+        return [n for n in self.nodes if domain_value(n.labels, tk) == domain]
 
     def node_names_of(self, domain: str) -> list[str]:
         """Names of the nodes of ``domain`` (the index's membership when there is one)."""
@@ -73,17 +75,58 @@ class DomainSurvey:
         """Room of every domain, sorted by name (the index's rooms below ``need`` shown as 0)."""
         if self.index is not None:
             return {d: (r if r >= self.need else 0) for d, r in sorted(self.index.room.items())}
-        by = group_by_domain(self.nodes, lambda n: n.labels.get(self.topology_key, ""))
+        tk = self.topology_key
+        by = group_by_domain(self.nodes, lambda n: domain_value(n.labels, tk))
         for d, nodes in by.items():
             if d not in self._plans:
                 self._plans[d] = self.planner.plan_domain(d, nodes)
         return {d: self.room(d) for d in sorted(by)}
 
+    def raw_rooms(self) -> dict[str, int]:
+        """Members every domain takes now, whatever the gang needs and whether it can join."""
+        if self.index is not None:
+            return dict(self.index.room)
+        out = {}
+        for d in self.domain_names():
+            p = self.plan(d)
+            out[d] = p.room if p is not None else 0
+        return out
+
+    def domain_names(self) -> list[str]:
+        """Every domain of the survey's key with a node in the snapshot, sorted."""
+        if self.index is not None:
+            return sorted(self.index.members)
+        tk = self.topology_key
+        return sorted({d for n in self.nodes if (d := domain_value(n.labels, tk))})
+
     def best_fit(self, excluded: Callable[[str], bool]) -> str | None:
-        """Rule 2: the joinable domain with the least room ``>= need`` not ``excluded``; ties by name."""
+        """Rule 2: the joinable domain with the least room ``>= need`` not ``excluded``; ties by name.
+
+        At a preferred level (§3.9, a level key ``R>P``) a tie on room goes to the domain whose
+        required-level parent has the least room left (the fuller one), then by name, so a
+        wholly free parent is not broken into while a used one fits the gang as well."""
+        if is_composite(self.topology_key):
+            return self._best_fit_fuller_parent(excluded)
         if self.index is not None:
             d = self.index.best_fit(self.need, excluded)
             if d is not None and (p := self.plan(d)) is not None and not p.joinable:
                 return None  # enough room in sum, but some member would be stranded there
             return d
         return best_fit({d: r for d, r in self.rooms().items() if not excluded(d)}, self.need)
+
+    def _best_fit_fuller_parent(self, excluded: Callable[[str], bool]) -> str | None:
+        """Best fit at a preferred level, ties to the fuller parent (see :meth:`best_fit`)."""
+        rooms = self.index.room if self.index is not None else self.rooms()
+        parent: dict[str, int] = {}
+        for d, r in rooms.items():
+            top = d.partition(",")[0]
+            parent[top] = parent.get(top, 0) + r
+        fitting = [(r, d) for d, r in rooms.items() if r >= self.need and not excluded(d)]
+        if not fitting or self.need <= 0:
+            return None
+        least = min(r for r, _ in fitting)
+        for d in sorted((d for r, d in fitting if r == least), key=lambda d: (parent[d.partition(",")[0]], d)):
+            p = self.plan(d)
+            if p is not None and p.joinable:
+                return d
+        return None
