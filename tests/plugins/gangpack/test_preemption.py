@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ome_scheduler.api.core import Pod
 from ome_scheduler.api.workloads import PodDisruptionBudget
@@ -307,3 +309,102 @@ def test_a_mixed_gang_counts_its_large_member() -> None:
     # s0 is reprieved (hi-1 takes its neighbour's GPU on a-0); s1 must go for hi-1 and s2 for
     # hi-0, which needs all of a-1.
     assert d.chosen is not None and names(d.chosen.victims) == ["s1", "s2"]
+
+
+def test_a_victim_leaves_room_for_a_reprieve_on_its_node() -> None:
+    # One three-GPU node: x (two GPUs, more important) is tried first and must go; with x gone
+    # y (one GPU) can stay beside the two-GPU member.
+    nodes = {"a-0": node_info(make_node("a-0", {CLIQUE: "a"}, alloc={"nvidia.com/gpu": "3"}))}
+    run(nodes, "x", "a-0", priority=20, gpus="2")
+    run(nodes, "y", "a-0", priority=10, gpus="1")
+    d = decide_for(nodes, preemptor(1, gpus="2"))
+    assert d.chosen is not None and names(d.chosen.victims) == ["x"] and d.chosen.leftover == 0
+
+
+def joins(members: Sequence[PodInfo], need: int, nodes: Sequence[NodeInfo]) -> bool:
+    planner = GangPlanner(list(members), need, member_capacity, signature=template_signature)
+    return planner.plan_domain("d", nodes).joinable
+
+
+def without(nodes: Sequence[NodeInfo], gone: set[str]) -> list[NodeInfo]:
+    out = []
+    for n in nodes:
+        c = n.snapshot()
+        for k in [k for k, p in c.pods.items() if p.pod_key in gone]:
+            c.remove_pod(k)
+        out.append(c)
+    return out
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(1, 2),  # GPUs
+            st.sampled_from([10, 10, 50, 100, 200]),  # priority
+            st.sampled_from(["", "", "g1", "g2", "g3"]),  # gang
+            st.sampled_from([True, True, True, False]),  # this scheduler's
+            st.sampled_from([False, False, False, False, True]),  # being deleted
+        ),
+        min_size=8,
+        max_size=16,
+    ),
+    st.integers(3, 8),
+    st.sampled_from([1, 1, 2]),
+)
+def test_invariants(pods: list[tuple[int, int, str, bool, bool]], size: int, gpus: int) -> None:
+    """Over random cliques (two of four two-GPU nodes, filled round-robin): victims are strictly
+    lower-priority pods of this scheduler, gangs go whole, the gang joins the chosen domain once
+    the victims (and pods being deleted) are gone, no victim could be spared, and no decision
+    means no domain could be freed at all."""
+    nodes = cliques({"a": 4, "b": 4}, gpus=2)
+    names_ = list(nodes)
+    placed = []
+    for i, (g, prio, gang, ours, deleting) in enumerate(pods):
+        ni = nodes[names_[i % 8]]
+        free = ni.allocatable.scalar["nvidia.com/gpu"] - ni.requested.scalar.get("nvidia.com/gpu", 0)
+        if free < g:
+            continue
+        placed.append(
+            run(
+                nodes,
+                f"p{i}",
+                ni.name,
+                priority=prio,
+                gang=gang or None,
+                gpus=str(g),
+                scheduler="ome-scheduler" if ours else "other",
+                deleting=deleting,
+            )
+        )
+    members = preemptor(size, gpus=str(gpus))
+    d = decide_for(nodes, members)
+    by_domain = {c: [n for n in nodes.values() if n.labels[CLIQUE] == c] for c in ("a", "b")}
+    leaving = {p.pod_key for p in placed if p.pod.metadata.deletion_timestamp is not None}
+    if d.chosen is None:
+        for c, dn in by_domain.items():
+            if c in d.hopeless:
+                allowed = set(leaving)
+                for p in placed:
+                    if p.priority >= 100 or p.pod.spec.scheduler_name != "ome-scheduler":
+                        continue
+                    mates = [q for q in placed if p.gang and q.gang == p.gang and q.pod_key not in leaving]
+                    if all(q.priority < 100 and q.pod.spec.scheduler_name == "ome-scheduler" for q in mates):
+                        allowed.add(p.pod_key)
+                assert not joins(members, size, without(dn, allowed))
+        return
+    victims = {p.pod_key for p in d.chosen.victims}
+    for p in d.chosen.victims:
+        assert p.priority < 100 and p.pod.spec.scheduler_name == "ome-scheduler"
+        assert p.pod_key not in leaving
+    for p in d.chosen.victims:
+        if p.gang:
+            assert p.gang_key in d.chosen.gangs
+            assert {q.pod_key for q in placed if q.gang_key == p.gang_key and q.pod_key not in leaving} <= victims
+    dn = by_domain[d.chosen.domain]
+    assert joins(members, size, without(dn, victims | leaving))
+    for u in d.chosen.units:
+        spared = victims - {p.pod_key for p in u.pods}
+        if not any(p.pod_key in {q.pod_key for n in dn for q in n.pods.values()} for p in u.pods):
+            continue
+        assert not joins(members, size, without(dn, spared | leaving)), f"{u.key} could be spared"
