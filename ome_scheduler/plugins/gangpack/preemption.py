@@ -340,6 +340,7 @@ def decide(
     *,
     schedulers: frozenset[str] | None,
     held: Callable[[str], bool] = lambda _d: False,
+    only: str = "",
     now: float,
 ) -> Decision:
     """§16.3–§16.4: dry-run every domain of the snapshot's key and pick the cheapest.
@@ -354,12 +355,14 @@ def decide(
         schedulers: the ``schedulerName`` values whose pods may be victims (None: any).
         held: domains kept by a hold the preemptor may not break (an equal- or higher-priority
             gang forming there); they are not evaluated.
+        only: the domain of the gang's placed members (``""``: none placed): a partly placed
+            gang completes only there (§3.7 step 11), so no other domain is evaluated.
         now: epoch seconds, the start time of pods not started.
     """
     ranked: list[DomainCost] = []
     hopeless: list[str] = []
     skipped: list[str] = []
-    for d in sorted(snap.domains):
+    for d in [only] if only else sorted(snap.domains):
         if held(d):
             skipped.append(d)
             continue
@@ -379,3 +382,20 @@ def decide(
     best = ranked[0]
     why = _why(best, ranked[1] if len(ranked) > 1 else None)
     return Decision(best, tuple(ranked), tuple(hopeless), tuple(skipped), why)
+
+
+MAX_NAMED_VICTIMS = 10
+"""Victims named in a ``Preempting`` note before ``and {k} more``."""
+
+
+def preempting_note(decision: Decision, topology_key: str, gang: GangKey) -> str:
+    """§16.5 step 3: the note of the ``Preempting`` event on the preemptor's PodGroup, e.g.
+    ``preempting 4 pod(s) in nvidia.com/gpu.clique=c1 for gang ns/hi: ns/a, ns/b, ns/c, ns/d;
+    lowest highest victim priority (10 vs 50 in c2)``; ``""`` when nothing is evicted."""
+    c = decision.chosen
+    if c is None or not c.victims:
+        return ""
+    shown = [p.key for p in c.victims[:MAX_NAMED_VICTIMS]]
+    more = len(c.victims) - len(shown)
+    victims = ", ".join(shown) + (f" and {more} more" if more else "")
+    return f"preempting {len(c.victims)} pod(s) in {topology_key}={c.domain} for gang {gang}: {victims}; {decision.why}"

@@ -26,6 +26,7 @@ from ome_scheduler.plugins.gangpack.preemption import (
     decide,
     gang_may_preempt,
     gang_priority,
+    preempting_note,
 )
 from tests.support.builders import make_node, make_pod, node_info
 
@@ -408,3 +409,32 @@ def test_invariants(pods: list[tuple[int, int, str, bool, bool]], size: int, gpu
         if not any(p.pod_key in {q.pod_key for n in dn for q in n.pods.values()} for p in u.pods):
             continue
         assert not joins(members, size, without(dn, spared | leaving)), f"{u.key} could be spared"
+
+
+def test_a_partly_placed_gang_frees_only_its_own_domain() -> None:
+    nodes = cliques({"a": 4, "b": 4})
+    run(nodes, "hi-placed", "b-0", priority=100, gang="hi")
+    for i in range(4):
+        run(nodes, f"cheap-{i}", f"a-{i}", priority=10)
+    for i in range(1, 4):
+        run(nodes, f"dear-{i}", f"b-{i}", priority=50)
+    members = preemptor(3)
+    planner = GangPlanner(members, 3, member_capacity, signature=template_signature)
+    snap = Snapshot.of(nodes.values(), CLIQUE)
+    d = decide(planner, snap, ME, 100, (), schedulers=OURS, only="b", now=NOW)
+    assert d.chosen is not None and d.chosen.domain == "b" and [c.domain for c in d.ranked] == ["b"]
+    assert names(d.chosen.victims) == ["dear-1", "dear-2", "dear-3"]
+
+
+def test_the_preempting_note() -> None:
+    nodes = cliques({"a": 12, "b": 12})
+    for i in range(12):
+        run(nodes, f"batch-{i:02d}", f"a-{i}", priority=10)
+        run(nodes, f"eval-{i:02d}", f"b-{i}", priority=50)
+    d = decide_for(nodes, preemptor(12))
+    assert preempting_note(d, CLIQUE, ME) == (
+        "preempting 12 pod(s) in nvidia.com/gpu.clique=a for gang ns/hi: "
+        + ", ".join(f"ns/batch-{i:02d}" for i in range(10))
+        + " and 2 more; lowest highest victim priority (10 vs 50 in b)"
+    )
+    assert preempting_note(decide_for(cliques({"a": 1}), preemptor(1)), CLIQUE, ME) == ""  # fits, no victims
