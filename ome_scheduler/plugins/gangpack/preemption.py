@@ -20,6 +20,9 @@ preemptor gang's planner (its templates, ``need`` and member capacity, as PreFil
 * The ranking (§16.4, :func:`decide`): fewest PDB violations, lowest highest victim priority,
   fewest victim pods, fewest gangs broken, least room left over after the gang is placed (best
   fit, rule 2), then the smallest domain name.
+* For the writes still to be wired (§16.5, §16.7): the ``Preempting`` event's note
+  (:func:`preempting_note`) and a preemption already under way, found from the members'
+  nominations and the terminating victims (:func:`preemption_in_progress`).
 
 Upstream counterparts: ``pkg/scheduler/framework/preemption/preemption.go`` (``DryRunPreemption``,
 ``SelectVictimsOnNode`` in ``plugins/defaultpreemption``) and ``pickOneNodeForPreemption``, lifted
@@ -33,7 +36,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ome_scheduler.framework.preemption import filter_pods_with_pdb_violation, start_time
+from ome_scheduler.framework.preemption import filter_pods_with_pdb_violation, start_time, terminating_by_preemption
 from ome_scheduler.framework.types import GangKey, NodeInfo, PodInfo
 from ome_scheduler.plugins.gangpack.placement import GangPlanner, node_cap
 
@@ -399,3 +402,24 @@ def preempting_note(decision: Decision, topology_key: str, gang: GangKey) -> str
     more = len(c.victims) - len(shown)
     victims = ", ".join(shown) + (f" and {more} more" if more else "")
     return f"preempting {len(c.victims)} pod(s) in {topology_key}={c.domain} for gang {gang}: {victims}; {decision.why}"
+
+
+def preemption_in_progress(snap: Snapshot, members: Sequence[PodInfo], priority: int) -> str:
+    """§16.7 without the plan annotation: the domain of a preemption already under way for this
+    gang, or ``""``. It is under way when a member's ``nominatedNodeName`` names a node of a
+    domain (under the snapshot's key) where a pod of lower priority than ``priority`` is
+    terminating because a scheduler preempted it (upstream's ``podTerminatingByPreemption``):
+    the gang then waits for that domain instead of preempting again, on this leader as on the
+    next one. Mirrors the nominated-node clause of upstream's ``PodEligibleToPreemptOthers``,
+    lifted from the node to its domain."""
+    nominated = {m.pod.status.nominated_node_name for m in members} - {""}
+    if not nominated:
+        return ""
+    for d, nodes in sorted(snap.domains.items()):
+        if not any(n.name in nominated for n in nodes):
+            continue
+        for n in nodes:
+            for p in n.pods.values():
+                if p.priority < priority and terminating_by_preemption(p.pod):
+                    return d
+    return ""

@@ -27,6 +27,7 @@ from ome_scheduler.plugins.gangpack.preemption import (
     gang_may_preempt,
     gang_priority,
     preempting_note,
+    preemption_in_progress,
 )
 from tests.support.builders import make_node, make_pod, node_info
 
@@ -438,3 +439,34 @@ def test_the_preempting_note() -> None:
         + " and 2 more; lowest highest victim priority (10 vs 50 in b)"
     )
     assert preempting_note(decide_for(cliques({"a": 1}), preemptor(1)), CLIQUE, ME) == ""  # fits, no victims
+
+
+def preempted(pi: PodInfo) -> PodInfo:
+    """``pi`` being deleted with the scheduler's DisruptionTarget condition."""
+    raw: dict[str, Any] = msgspec.to_builtins(pi.pod)
+    raw["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    raw["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]
+    return PodInfo(msgspec.convert(raw, Pod))
+
+
+def nominated(pi: PodInfo, node: str) -> PodInfo:
+    raw: dict[str, Any] = msgspec.to_builtins(pi.pod)
+    raw.setdefault("status", {})["nominatedNodeName"] = node
+    return PodInfo(msgspec.convert(raw, Pod))
+
+
+def test_a_preemption_under_way_is_found_from_nominations_and_terminating_victims() -> None:
+    nodes = cliques({"a": 4, "b": 4})
+    victim = run(nodes, "batch-0", "a-0", priority=10)
+    run(nodes, "other", "b-0", priority=10)
+    members = preemptor(4)
+    snap = Snapshot.of(nodes.values(), CLIQUE)
+    assert preemption_in_progress(snap, members, 100) == ""  # nobody nominated
+    members[1] = nominated(members[1], "a-2")
+    assert preemption_in_progress(snap, members, 100) == ""  # nothing terminating there
+    nodes["a-0"].add_pod(preempted(victim))
+    snap = Snapshot.of(nodes.values(), CLIQUE)
+    assert preemption_in_progress(snap, members, 100) == "a"
+    assert preemption_in_progress(snap, members, 10) == ""  # not of lower priority
+    members[1] = nominated(members[1], "b-1")
+    assert preemption_in_progress(snap, members, 100) == ""  # the victim is in another domain
