@@ -51,6 +51,9 @@ class Pin:
     alternative: bool = False
     """When the pin was chosen, another fitting domain was neither held nor failed: a member
     failing here is retried within its backoff, in that next domain (rule 10)."""
+    preempting_until: float = 0.0
+    """Monotonic deadline of a gang preemption that chose this domain (0: none, design §16.6):
+    until then the pin waits for the victims to leave instead of being stale (§3.7 step 10)."""
 
 
 class PinStore:
