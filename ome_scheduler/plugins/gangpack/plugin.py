@@ -216,9 +216,15 @@ class OMEGangPack(
             if not pod.gang and any(RESERVED_NODE in st.reasons for st in statuses.statuses.values()):
                 self.gangs.park_by_hold(pod)
             if self.preemptor is not None and pod.gang:
-                # Rule 13: the member's PreFilter found no domain; free one if that can help.
+                # Rule 13: the member's PreFilter found no domain with room; free one if that can
+                # help. Only then (§16.1): not for a gang that waits for members or siblings, nor
+                # for one whose members failed in every fitting domain (rule 10).
                 gang = resolve_gang(pod, self.handle.pod_groups(), self.args, self.handle.leader_worker_set)
-                if not isinstance(gang, Status) and self.gangs.pins.get(gang.key) is None:
+                if (
+                    not isinstance(gang, Status)
+                    and statuses.absent.message() == f"no domain has room for gang {gang.key}"
+                    and self.gangs.pins.get(gang.key) is None
+                ):
                     st = self.preemptor.post_filter(state, pod, gang)
                     if st is not None:
                         return st
