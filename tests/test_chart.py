@@ -314,6 +314,8 @@ SPEC_DEFAULTS: dict[str, Any] = {
     "scheduler.plugin.maxPermitTimeoutSeconds": 0,
     # LWS groups as gangs (issue 25); true is left out of the config.
     "scheduler.plugin.lwsGangs": True,
+    # Gang preemption (issue 26, design rule 13); false is left out of the config.
+    "scheduler.plugin.preemption": False,
     "scheduler.metrics.bindAddress": "0.0.0.0",
     "scheduler.metrics.securePort": 10259,
     "scheduler.metrics.authDelegation.enabled": True,
@@ -693,6 +695,17 @@ def test_the_permit_cap_is_rendered_only_when_set() -> None:
     assert gang["args"]["maxPermitTimeoutSeconds"] == 3600
     assert_scheduler_accepts(text)
     assert "maxPermitTimeoutSeconds" in render_error(sched(plugin={"maxPermitTimeoutSeconds": -1}))
+
+
+def test_gang_preemption_is_off_by_default_and_on_renders_the_argument() -> None:
+    """``scheduler.plugin.preemption`` (issue 26): false (the default) leaves the argument out;
+    true becomes OMEGangPack's ``preemption: true``, which the scheduler accepts."""
+    assert "preemption: true" not in config_text()
+    text = config_text(sched(plugin={"preemption": True}))
+    (gang,) = [p for p in yaml.safe_load(text)["profiles"][0]["pluginConfig"] if p["name"] == "OMEGangPack"]
+    assert gang["args"]["preemption"] is True
+    assert_scheduler_accepts(text)
+    assert "preemption" in render_error(sched(plugin={"preemption": "yes"}))
 
 
 def test_lws_gangs_are_on_by_default_and_off_renders_the_argument() -> None:

@@ -161,6 +161,9 @@ class OMEGangPackArgs(msgspec.Struct, frozen=True, kw_only=True):
     max_permit_timeout_seconds: int | None = None
     """The operator's cap on any gang's Permit wait, and so on its hold (None: no cap): a
     PodGroup's ``scheduleTimeoutSeconds`` above it counts as this many seconds."""
+    preemption: bool = False
+    """Gang preemption (product rule 13, design §16): a gang that fits no domain frees one by
+    evicting lower-priority pods. Off unless set."""
 
 
 class OMEGangPackArgsV1(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=False):
@@ -180,6 +183,7 @@ class OMEGangPackArgsV1(msgspec.Struct, frozen=True, kw_only=True, rename="camel
     standalone_domain_packing: bool | None = None
     lws_gangs: bool | None = None
     max_permit_timeout_seconds: int | None = None
+    preemption: bool | None = None
 
 
 PluginArgs = (

@@ -270,7 +270,8 @@ def validate_dynamic_resources_args(args: DynamicResourcesArgs) -> DynamicResour
 
 
 def validate_ome_gang_pack_args(args: OMEGangPackArgsV1) -> OMEGangPackArgs:
-    """OMEGangPack's checks in the order of ``docs/design/gang-scheduling.md`` §12.2; unset packing is True.
+    """OMEGangPack's checks in the order of ``docs/design/gang-scheduling.md`` §12.2; unset packing
+    is True, unset preemption False.
 
     Raises:
         ConfigError: ``topologyKey "gpu clique" is not a valid node label key: ...``,
@@ -310,6 +311,7 @@ def validate_ome_gang_pack_args(args: OMEGangPackArgsV1) -> OMEGangPackArgs:
         gc_interval_seconds=gc,
         standalone_domain_packing=args.standalone_domain_packing is not False,
         lws_gangs=args.lws_gangs is not False,
+        preemption=args.preemption is True,
     )
     return OMEGangPackArgs(**fields)
 

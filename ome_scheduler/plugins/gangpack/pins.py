@@ -55,6 +55,9 @@ class Pin:
     quota: dict[str, int] = field(default_factory=dict)
     """§3.10: sub-domain (level value ``r,s``) -> members the gang places there (placed ones
     included), multiples of the sub-gang size; empty until planned."""
+    preempting_until: float = 0.0
+    """Monotonic deadline of a gang preemption that chose this domain (0: none, design §16.6):
+    until then the pin waits for the victims to leave instead of being stale (§3.7 step 10)."""
 
 
 class PinStore:

@@ -42,6 +42,12 @@ class DomainPlan(Generic[N]):
     node_caps: list[int] = field(default_factory=list)
 
 
+def node_cap(counts: Mapping[Hashable, int]) -> int:
+    """Rule 1: a node's capacity for a gang from its per-shape counts: the smallest non-zero
+    count (sized by the largest member that fits it), 0 when no member fits."""
+    return min((v for v in counts.values() if v > 0), default=0)
+
+
 def best_fit(room: Mapping[str, int], gang_size: int) -> str | None:
     """Rule 2 (and design §3.6): the domain with the smallest room ``>= gang_size``; ties by name."""
     if gang_size <= 0:
@@ -187,6 +193,18 @@ class GangPlanner(Generic[T, N]):
                 c = 1
             out[k] = c
         return out
+
+    def node_counts(self, node: N) -> dict[Hashable, int]:
+        """Members of each shape group ``node`` takes now (capped at 1 when they keep apart), for
+        a caller that keeps one count per node and changes a few nodes at a time (the gang
+        preemption dry run, ``preemption.py``); :func:`node_cap` gives the node's capacity."""
+        return self._counts(node)
+
+    def joinable_with(self, counts: list[dict[Hashable, int]], caps: list[int]) -> bool:
+        """Whether the gang can join a domain whose nodes take ``counts`` (one :meth:`node_counts`
+        per node) with capacities ``caps`` (one :func:`node_cap` per node): as
+        :meth:`plan_domain`'s ``joinable``."""
+        return self._joinable(counts, caps)
 
     def plan_domain(self, name: str, nodes: Sequence[N]) -> DomainPlan[N]:
         """Room (rule 1) and joinability of one domain."""

@@ -27,6 +27,7 @@ topology domains. The state it reads and changes is the :class:`GangState` (``st
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -394,6 +395,16 @@ class PinPlanner:
         if pin is None:
             return None
         key, pinned_domain = gang.key, pin.domain.value
+        if (
+            placed.count == 0
+            and pin.preempting_until > time.monotonic()
+            and survey.plan(pinned_domain) is not None
+            and survey.room(pinned_domain) < need
+        ):
+            # §16.6: the gang freed this domain by preemption; its victims are still leaving.
+            msg = f"waiting for preemption victims to leave {gang.topology_key}={pinned_domain} for gang {key}"
+            log.info("gangpack.pinGang.preempting", v=4, gang=key, domain=pinned_domain)
+            return Status.unschedulable(msg)
         if survey.plan(pinned_domain) is None or (placed.count == 0 and survey.room(pinned_domain) < need):
             # Stale pin: its domain vanished, or shrank below the gang before any member
             # was placed. Re-plan from scratch (a pin decision, not an unwind).

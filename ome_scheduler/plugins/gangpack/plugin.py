@@ -28,10 +28,12 @@ from ome_scheduler.framework import gangsource
 from ome_scheduler.framework.events import ClusterEventWithHint
 from ome_scheduler.framework.interface import (
     MAX_NODE_SCORE,
+    ApiWriter,
     BackgroundTask,
     ClusterTruth,
     CycleState,
     FilterPlugin,
+    FrameworkOptions,
     Handle,
     NodeToStatus,
     PermitPlugin,
@@ -52,6 +54,7 @@ from ome_scheduler.plugins.gangpack.gang import Gang, resolve_gang
 from ome_scheduler.plugins.gangpack.hints import GangHints
 from ome_scheduler.plugins.gangpack.manager import GangManager
 from ome_scheduler.plugins.gangpack.metrics import GangMetrics
+from ome_scheduler.plugins.gangpack.preemptor import GangPreemptor
 from ome_scheduler.plugins.gangpack.state import NAME
 
 PIN_KEY = "gangpack.pin"
@@ -96,18 +99,31 @@ class OMEGangPack(
     because its PreFilter narrows the nodes."""
 
     def __init__(
-        self, args: OMEGangPackArgs, handle: Handle, metrics: Metrics, scheduler_name: str = "ome-scheduler"
+        self,
+        args: OMEGangPackArgs,
+        handle: Handle,
+        metrics: Metrics,
+        scheduler_name: str = "ome-scheduler",
+        api_writer: ApiWriter | None = None,
     ) -> None:
         self.args = args
         self.handle = handle
         # §2.1: which pods are members at all
         gangsource.configure(lws_gangs=args.lws_gangs, fallback_topology_key=bool(args.topology_key))
         self.gangs = GangManager(args, handle, GangMetrics(metrics), scheduler_name)
+        self.preemptor = GangPreemptor(self.gangs, api_writer, metrics) if args.preemption else None
+        """Gang preemption (rule 13, §16), only with ``preemption: true``."""
         self.hints = GangHints(args, handle.pod_groups(), self.gangs.pins)
         handle.pod_groups().subscribe(self.gangs.on_pod_group_change)
         handle.pod_groups().subscribe_unresolvable(self._member_unresolvable)
         handle.pod_groups().subscribe_member_left(self.gangs.on_member_left)
         handle.subscribe_node_changes(self.gangs.on_node_change)
+
+    @classmethod
+    def new(cls, args: OMEGangPackArgs, handle: Handle, options: FrameworkOptions) -> OMEGangPack:
+        """Build the plugin (``args`` validated by ``decode_plugin_args``), with the API port gang
+        preemption writes through."""
+        return cls(args, handle, options.metrics, options.scheduler_name, options.api_writer)
 
     def _member_unresolvable(self, member: PodInfo, plugin: str, message: str) -> None:
         """Rule 12: another plugin's PreFilter found the member UnschedulableAndUnresolvable: its
@@ -200,6 +216,19 @@ class OMEGangPack(
         if pin is None:
             if not pod.gang and any(RESERVED_NODE in st.reasons for st in statuses.statuses.values()):
                 self.gangs.park_by_hold(pod)
+            if self.preemptor is not None and pod.gang:
+                # Rule 13: the member's PreFilter found no domain with room; free one if that can
+                # help. Only then (§16.1): not for a gang that waits for members or siblings, nor
+                # for one whose members failed in every fitting domain (rule 10).
+                gang = resolve_gang(pod, self.handle.pod_groups(), self.args, self.handle.leader_worker_set)
+                if (
+                    not isinstance(gang, Status)
+                    and statuses.absent.message() == f"no domain has room for gang {gang.key}"
+                    and self.gangs.pins.get(gang.key) is None
+                ):
+                    st = self.preemptor.post_filter(state, pod, gang)
+                    if st is not None:
+                        return st
             return Status.unschedulable()
         why = f"member {pod.key} fit no node of the domain"
         stored = self.gangs.pins.get(pin.gang.key)
