@@ -21,7 +21,7 @@ from ome_scheduler.framework.gangsource import LWS_NAME_LABEL, GangSource, lws_s
 from ome_scheduler.framework.interface import PodGroupLister
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.topology import level_key
-from ome_scheduler.framework.types import GangKey, PodInfo
+from ome_scheduler.framework.types import GangKey, NodeInfo, PodInfo
 from ome_scheduler.plugins.gangpack.levels import (
     PREFERRED_KEYS_ANNOTATION,
     SUBGROUP_KEY_ANNOTATION,
@@ -199,3 +199,18 @@ def same_pod(a: Pod, b: Pod) -> bool:
     if a.metadata.uid and b.metadata.uid:
         return a.metadata.uid == b.metadata.uid
     return a.metadata.namespace == b.metadata.namespace and bool(a.metadata.name) and a.metadata.name == b.metadata.name
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """§3.2: the gang's members bound or assumed on nodes still in the snapshot."""
+
+    members: list[tuple[PodInfo, NodeInfo]]
+    names: set[str]
+    domain: str
+    """The one domain they are in ("" when none is placed)."""
+
+    @property
+    def count(self) -> int:
+        """How many members are placed."""
+        return len(self.members)

@@ -29,40 +29,26 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from functools import partial
 
 import msgspec
 
 from ome_scheduler.api.core import Pod
-from ome_scheduler.framework.gangsource import LWS_EXCLUSIVE_TOPOLOGY, LWS_NAME_LABEL, is_lws_leader
+from ome_scheduler.framework.gangsource import is_lws_leader
 from ome_scheduler.framework.status import Status
-from ome_scheduler.framework.topology import describe, domain_value, is_composite, label_of
+from ome_scheduler.framework.topology import describe, domain_value, is_composite
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.logs import enabled, get_logger
 from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, template_signature
-from ome_scheduler.plugins.gangpack.gang import Gang, same_pod
-from ome_scheduler.plugins.gangpack.levels import SUBGROUP_INDEX_LABEL, plan_subgroups
+from ome_scheduler.plugins.gangpack.gang import Gang, Placement, same_pod
+from ome_scheduler.plugins.gangpack.levelchoice import LevelChoice, fewest_subdomains, subgroup_candidates
+from ome_scheduler.plugins.gangpack.lwsguard import lws_deadlock
 from ome_scheduler.plugins.gangpack.pins import Domain, Pin
-from ome_scheduler.plugins.gangpack.placement import DomainPlan, GangPlanner, RoomIndex, group_by_domain
+from ome_scheduler.plugins.gangpack.placement import GangPlanner, RoomIndex
 from ome_scheduler.plugins.gangpack.state import MAX_INDEXES, MAX_TOPOLOGY_KEYS, NAME, GangState
 from ome_scheduler.plugins.gangpack.survey import DomainSurvey
 
 log = get_logger()
-
-
-@dataclass(frozen=True, slots=True)
-class Placement:
-    """§3.2: the gang's members bound or assumed on nodes still in the snapshot."""
-
-    members: list[tuple[PodInfo, NodeInfo]]
-    names: set[str]
-    domain: str
-    """The one domain they are in ("" when none is placed)."""
-
-    @property
-    def count(self) -> int:
-        """How many members are placed."""
-        return len(self.members)
 
 
 class PinPlanner:
@@ -73,6 +59,7 @@ class PinPlanner:
         self.handle = state.handle
         self.metrics = state.metrics
         self.pins = state.pins
+        self.levels = LevelChoice(state)
 
     def pin_gang(self, pod: PodInfo, gang: Gang, nodes: Sequence[NodeInfo]) -> tuple[Pin, set[str]] | Status:
         """Follow, adopt or choose the gang's pin (§3.7); returns the pin and the nodes ``pod``
@@ -112,7 +99,9 @@ class PinPlanner:
                     planner, survey = self._survey(pod, gang, templates, need, nodes, gang.topology_key)
                 kept = self._adopt(gang, placed, survey, need)
             else:
-                kept, planner, survey = self._choose_level(gang, pod, templates, need, nodes, (planner, survey))
+                survey_at = partial(self._survey, pod, gang, templates, need, nodes)
+                choose = partial(self._choose, gang, pod)
+                kept, planner, survey = self.levels.choose_level(gang, (planner, survey), survey_at, choose)
         if isinstance(kept, Status):
             return kept
         return self._candidates(gang, kept, planner, survey, placed)
@@ -243,7 +232,7 @@ class PinPlanner:
             templates += [pod] * (need - len(templates))
         if len(templates) < need:
             incomplete.add(key)
-            if gang.source == "PodGroup" and self._lws_deadlock(pod, gang, live):
+            if gang.source == "PodGroup" and lws_deadlock(self.state, pod, gang, live):
                 return Status.unschedulable(
                     f"waiting for all PodGroup member templates for {key}: its LeaderWorkerSet creates the workers "
                     "only after the leader runs (see the PodGroup's events)"
@@ -264,34 +253,6 @@ class PinPlanner:
             if self.state.activate([p.pod for p in live if not same_pod(p.pod, pod.pod)], "templates_complete"):
                 log.info("gangpack.templates.complete", v=4, gang=key, members=len(templates), need=need)
         return templates
-
-    def _lws_deadlock(self, pod: PodInfo, gang: Gang, live: Sequence[PodInfo]) -> bool:
-        """§2.1 LWS guard: a PodGroup gang waiting for members, whose members are the pods of an LWS
-        group with ``exclusive-topology`` or ``startupPolicy: LeaderReady``, can never form: the LWS
-        controller creates the workers only once the leader has a node (is ready). True (with one
-        ``LeaderWorkerSetDeadlock`` warning on the PodGroup) when every live member is such a
-        leader, so no worker exists yet."""
-        leaders = [p for p in live if is_lws_leader(p.pod.metadata)]
-        if not leaders or len(leaders) != len(live):
-            return False
-        leader = leaders[0]
-        lws = leader.pod.metadata.labels.get(LWS_NAME_LABEL, "")
-        owner = self.handle.leader_worker_set(gang.namespace, lws) if lws else None
-        if leader.pod.metadata.annotations.get(LWS_EXCLUSIVE_TOPOLOGY):
-            why, when = f"sets {LWS_EXCLUSIVE_TOPOLOGY}", "has a node"
-        elif owner is not None and owner.spec.startup_policy == "LeaderReady":
-            why, when = "has startupPolicy LeaderReady", "is ready"
-        else:
-            return False
-        note = (
-            f"PodGroup {gang.key} needs {gang.min_member} members, but its members belong to LeaderWorkerSet "
-            f"{gang.namespace}/{lws}, which {why}: the LWS controller creates the "
-            f"workers only after the leader {leader.name} {when}, so this gang can never form. Remove "
-            "the PodGroup label from the LeaderWorkerSet's pods (ome-scheduler schedules an LWS group as a gang "
-            "by itself) or lower minMember to what exists before the leader runs"
-        )
-        self.state.warn_once(gang.key, gang.uid, "lws-deadlock", "LeaderWorkerSetDeadlock", note)
-        return True
 
     def _sibling_yield(
         self, pod: PodInfo, gang: Gang, templates: Sequence[PodInfo], placed: Placement
@@ -448,105 +409,6 @@ class PinPlanner:
             return Status.unschedulable(msg)
         return pin
 
-    def _held(self, survey: DomainSurvey) -> Callable[[str], bool]:
-        """Whether a domain of the survey's level is held by a forming gang's pin."""
-        pins, tk = self.pins, survey.topology_key
-
-        def held(d: str) -> bool:
-            if pins.reserved.get(Domain(tk, d), 0) > 0:
-                return True
-            # A domain under another key that shares a physical node with a hold is held too.
-            return bool(pins.reserved_nodes) and any(pins.reserved_nodes.get(n, 0) > 0 for n in survey.node_names_of(d))
-
-        return held
-
-    def _check_nesting(self, gang: Gang, survey: DomainSurvey) -> None:
-        """§3.9: a preferred level's value seen under two values of the required key is two
-        domains; the gang's PodGroup gets one ``TopologyNotNested`` warning per level saying so."""
-        level = survey.topology_key
-        if (gang.key, gang.uid, level) in self.state.warned:
-            return
-        parents: dict[str, list[str]] = {}
-        for d in survey.domain_names():
-            r, _, p = d.partition(",")
-            parents.setdefault(p, []).append(r)
-        shared = sorted((p, rs) for p, rs in parents.items() if len(rs) > 1)
-        if not shared:
-            return
-        p, rs = shared[0]
-        more = f" (and {len(shared) - 1} more)" if len(shared) > 1 else ""
-        note = (
-            f"{label_of(level)}={p} appears under {gang.topology_key}={', '.join(rs)}{more}: "
-            "each is treated as a separate domain"
-        )
-        self.state.warn_once(gang.key, gang.uid, level, "TopologyNotNested", note)
-
-    def _open_fit(self, survey: DomainSurvey, failed: set[Domain]) -> str | None:
-        """Best fit among the survey's domains that are neither held nor failed (None: none)."""
-        held, tk = self._held(survey), survey.topology_key
-        return survey.best_fit(lambda x: held(x) or Domain(tk, x) in failed)
-
-    def _choose_level(
-        self,
-        gang: Gang,
-        pod: PodInfo,
-        templates: list[PodInfo],
-        need: int,
-        nodes: Sequence[NodeInfo],
-        surveyed: tuple[GangPlanner[PodInfo, NodeInfo], DomainSurvey],
-    ) -> tuple[Pin | Status, GangPlanner[PodInfo, NodeInfo], DomainSurvey]:
-        """§3.9: a fresh pin at the tightest level with a fitting domain (neither held nor failed),
-        else at the required topology key, whose ``Pinned`` event names the levels relaxed.
-        ``surveyed`` is the survey already made (of the topology key); returns the pin (or why
-        none) with the planner and survey of the level pinned."""
-        if gang.subgroup_size:
-            return self._choose_subgroups(gang, pod, templates, need, nodes, surveyed)
-        relaxed: list[str] = []
-        failed = self.state.failed.get((gang.key, gang.uid), set())
-        for level in gang.levels[:-1]:
-            planner, survey = self._survey(pod, gang, templates, need, nodes, level)
-            self._check_nesting(gang, survey)
-            if self._open_fit(survey, failed) is not None:
-                return self._choose(gang, pod, survey, relaxed), planner, survey
-            relaxed.append(label_of(level))
-        planner, survey = surveyed
-        if survey.topology_key != gang.topology_key:
-            planner, survey = self._survey(pod, gang, templates, need, nodes, gang.topology_key)
-        return self._choose(gang, pod, survey, relaxed), planner, survey
-
-    def _choose_subgroups(
-        self,
-        gang: Gang,
-        pod: PodInfo,
-        templates: list[PodInfo],
-        need: int,
-        nodes: Sequence[NodeInfo],
-        surveyed: tuple[GangPlanner[PodInfo, NodeInfo], DomainSurvey],
-    ) -> tuple[Pin | Status, GangPlanner[PodInfo, NodeInfo], DomainSurvey]:
-        """§3.10: a fresh pin for a gang of sub-gangs: best fit among the domains of the required key
-        whose sub-domains take all its sub-gangs whole (:func:`plan_subgroups`); the pin records
-        the quota per sub-domain. Without such a domain the usual choice says why (no room, held),
-        or, when room alone would fit, that no domain fits the sub-gangs."""
-        planner, survey = surveyed
-        size, count = gang.subgroup_size, gang.min_member // gang.subgroup_size
-        _, sub = self._survey(pod, gang, templates, need, nodes, gang.sub_level)
-        by_parent: dict[str, dict[str, int]] = {}
-        for d, r in sub.raw_rooms().items():
-            by_parent.setdefault(d.partition(",")[0], {})[d] = r
-        plans = {r: q for r, rooms in by_parent.items() if (q := plan_subgroups(rooms, {}, size, count)) is not None}
-        if not plans and survey.best_fit(lambda _: False) is not None:
-            self.metrics.pin("no_fit")
-            why = Status.unschedulable(
-                f"no domain has room for gang {gang.key}: no {gang.topology_key} domain takes {count} sub-gangs of "
-                f"{size} members, each inside one {gang.subgroup_key} domain"
-            )
-            log.info("gangpack.pinGang.no_fit", v=4, gang=gang.key, status=why.message())
-            return why, planner, survey
-        pin = self._choose(gang, pod, survey, allowed=lambda d: d in plans)
-        if isinstance(pin, Pin):
-            pin.quota = plans[pin.domain.value]
-        return pin, planner, survey
-
     def _choose(
         self,
         gang: Gang,
@@ -565,7 +427,7 @@ class PinPlanner:
             return blocked
         pins = self.pins
         failed = self.state.failed.get((key, gang.uid), set())
-        base = self._held(survey)
+        base = self.levels.held(survey)
 
         def held(x: str) -> bool:
             return base(x) or (allowed is not None and not allowed(x))
@@ -622,50 +484,6 @@ class PinPlanner:
                 return self._unresolvable_sibling(pod, gang, None)
         return None
 
-    def _subgroup_candidates(
-        self,
-        pod: PodInfo,
-        gang: Gang,
-        pin: Pin,
-        planner: GangPlanner[PodInfo, NodeInfo],
-        plan: DomainPlan[NodeInfo],
-        cands: list[NodeInfo],
-        placed: Placement,
-    ) -> list[NodeInfo] | Status:
-        """§3.10: the candidates in the sub-domains whose quota is not yet filled; a member labelled
-        ``ome.io/subgroup-index`` goes where its sub-gang's placed members are. An adopted pin (no
-        quota yet) is planned from the placed members."""
-        level, size = gang.sub_level, gang.subgroup_size
-        by = group_by_domain(plan.nodes, lambda n: domain_value(n.labels, level))
-        counts: dict[str, int] = {}
-        mine: set[str] = set()
-        idx = _subgroup_index(pod)
-        for p, n in placed.members:
-            d = domain_value(n.labels, level)
-            counts[d] = counts.get(d, 0) + 1
-            if idx and _subgroup_index(p) == idx:
-                mine.add(d)
-        if not pin.quota:
-            rooms = {d: planner.plan_domain(d, ns).room for d, ns in by.items()}
-            quota = plan_subgroups(rooms, counts, size, gang.min_member // size)
-            if quota is None:
-                return Status.unschedulable(
-                    f"pinned domain {pin.domain.value} cannot take the sub-gangs of gang {gang.key} whole"
-                )
-            pin.quota = quota
-        open_ = {d for d, q in pin.quota.items() if counts.get(d, 0) < q}
-        if mine:
-            open_ &= mine
-        elif idx:
-            # A labelled sub-gang not yet placed needs a sub-domain with room for all of it.
-            open_ = {d for d in open_ if pin.quota[d] - counts.get(d, 0) >= size} or open_
-        narrowed = [n for n in cands if domain_value(n.labels, level) in open_]
-        if not narrowed:
-            return Status.unschedulable(
-                f"pinned domain {pin.domain.value} has no node left in the sub-domains planned for gang {gang.key}"
-            )
-        return narrowed
-
     def _candidates(
         self, gang: Gang, pin: Pin, planner: GangPlanner[PodInfo, NodeInfo], survey: DomainSurvey, placed: Placement
     ) -> tuple[Pin, set[str]] | Status:
@@ -678,7 +496,7 @@ class PinPlanner:
         if cands and p is not None and gang.preferred_keys and pin.domain.topology_key == gang.topology_key:
             cands = fewest_subdomains(planner, p, cands, placed, survey.need, gang.levels[0])
         if cands and p is not None and gang.subgroup_size and pin.domain.topology_key == gang.topology_key:
-            narrowed = self._subgroup_candidates(planner.templates[0], gang, pin, planner, p, cands, placed)
+            narrowed = subgroup_candidates(planner.templates[0], gang, pin, planner, p, cands, placed)
             if isinstance(narrowed, Status):
                 return narrowed
             cands = narrowed
@@ -686,38 +504,6 @@ class PinPlanner:
             return Status.unschedulable(f"pinned domain {domain} has no node feasible for gang member {gang.key}")
         log.info("gangpack.pinGang.result", v=4, gang=gang.key, domain=domain, narrowedNodes=len(cands))
         return pin, {n.name for n in cands}
-
-
-def _subgroup_index(p: PodInfo) -> str:
-    return p.pod.metadata.labels.get(SUBGROUP_INDEX_LABEL, "")
-
-
-def fewest_subdomains(
-    planner: GangPlanner[PodInfo, NodeInfo],
-    plan: DomainPlan[NodeInfo],
-    cands: list[NodeInfo],
-    placed: Placement,
-    need: int,
-    level: str,
-) -> list[NodeInfo]:
-    """§3.9: the candidates in the fewest domains of ``level`` (a preferred level) inside the
-    pinned domain ``plan`` that still hold the ``need`` members left: the sub-domains the placed
-    members use first, then the others by room (most first, ties by name), until their summed
-    room covers ``need``. Taking the largest rooms first is what makes the count the fewest.
-    Returns ``cands`` unchanged when no sub-domain of ``level`` holds a candidate."""
-    by = group_by_domain(plan.nodes, lambda n: domain_value(n.labels, level))
-    used = {domain_value(n.labels, level) for _, n in placed.members}
-    room = {d: planner.plan_domain(d, ns).room for d, ns in by.items()}
-    order = sorted(by, key=lambda d: (d not in used, -room[d] if d not in used else 0, d))
-    chosen: set[str] = set()
-    total = 0
-    for d in order:
-        if total >= need and d not in used:
-            break
-        chosen.add(d)
-        total += room[d]
-    narrowed = [n for n in cands if domain_value(n.labels, level) in chosen]
-    return narrowed or cands
 
 
 def _prefilter_identity(p: PodInfo) -> bytes:
