@@ -27,7 +27,7 @@ topology domains. The state it reads and changes is the :class:`GangState` (``st
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 import msgspec
@@ -37,10 +37,11 @@ from ome_scheduler.framework.gangsource import is_lws_leader
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.logs import enabled, get_logger
+from ome_scheduler.plugins.gangpack.deviceroom import DeviceRoom, has_claims, manager_of
 from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, template_signature
 from ome_scheduler.plugins.gangpack.gang import Gang, same_pod
 from ome_scheduler.plugins.gangpack.pins import Domain, Pin
-from ome_scheduler.plugins.gangpack.placement import GangPlanner, RoomIndex
+from ome_scheduler.plugins.gangpack.placement import CapacityFn, GangPlanner, RoomIndex
 from ome_scheduler.plugins.gangpack.state import MAX_INDEXES, MAX_TOPOLOGY_KEYS, NAME, GangState
 from ome_scheduler.plugins.gangpack.survey import DomainSurvey
 
@@ -70,6 +71,8 @@ class PinPlanner:
         self.handle = state.handle
         self.metrics = state.metrics
         self.pins = state.pins
+        self.devices = DeviceRoom(lambda: manager_of(self.handle))
+        """Device room of members with ResourceClaims (``deviceroom.py``)."""
 
     def pin_gang(self, pod: PodInfo, gang: Gang, nodes: Sequence[NodeInfo]) -> tuple[Pin, set[str]] | Status:
         """Follow, adopt or choose the gang's pin (§3.7); returns the pin and the nodes ``pod``
@@ -293,23 +296,40 @@ class PinPlanner:
             # Each gang may name its own key: keep the gauges (one series per domain of every
             # key) bounded to the keys planned most recently.
             shapes.pop(next(iter(shapes)))
+        capacity: CapacityFn[PodInfo, NodeInfo] = member_capacity
+        signature: Callable[[PodInfo], Hashable] = template_signature
+        dra = has_claims(templates)
+        if dra:  # members with ResourceClaims: their room counts devices (§3.1)
+            capacity, signature = self.devices.capacity(capacity, templates), self.devices.signature(signature)
         planner: GangPlanner[PodInfo, NodeInfo] = GangPlanner(
-            templates, need, member_capacity, one_per_node=opn, signature=template_signature
+            templates, need, capacity, one_per_node=opn, signature=signature
         )
-        index = self._room_index(tk, pod, opn) if planner.homogeneous else None
+        index = self._room_index(tk, pod, opn, capacity, signature, dra) if planner.homogeneous else None
         return planner, DomainSurvey(planner, need, tk, nodes, index, self.handle.get_node_info)
 
-    def _room_index(self, tk: str, shape: PodInfo, opn: bool) -> RoomIndex[PodInfo, NodeInfo]:
-        """The per-(key, member shape) room index, brought up to date with the cache's changes."""
+    def _room_index(
+        self,
+        tk: str,
+        shape: PodInfo,
+        opn: bool,
+        capacity: CapacityFn[PodInfo, NodeInfo],
+        signature: Callable[[PodInfo], Hashable],
+        dra: bool,
+    ) -> RoomIndex[PodInfo, NodeInfo]:
+        """The per-(key, member shape) room index, brought up to date with the cache's changes
+        (and, for members with claims, with the DRA device changes)."""
         indexes = self.state.indexes
-        k = (tk, template_signature(shape), opn)
+        k = (tk, signature(shape), opn)
         idx = indexes.pop(k, None)
         if idx is None:
-            idx = RoomIndex(shape, member_capacity, lambda n: n.labels.get(tk, ""), lambda n: n.name, one_per_node=opn)
+            idx = RoomIndex(shape, capacity, lambda n: n.labels.get(tk, ""), lambda n: n.name, one_per_node=opn)
+            idx.device_cursor = self.devices.device_cursor() if dra else 0
         indexes[k] = idx  # most recently used last
         while len(indexes) > MAX_INDEXES:
             indexes.pop(next(iter(indexes)))
         cursor, changed = self.handle.node_changes(idx.cursor)
+        if dra and not self.devices.sync_index(idx, self.handle.get_node_info):
+            changed = None  # a device change that may reach any node: recount them all
         if changed is None:
             idx.rebuild(self.handle.node_infos())
         elif changed:
