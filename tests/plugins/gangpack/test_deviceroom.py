@@ -10,6 +10,8 @@ import msgspec
 
 from ome_scheduler.api.core import Pod
 from ome_scheduler.api.resource import ResourceClaim
+from ome_scheduler.api.snapshot import ClusterSnapshot
+from ome_scheduler.config.load import parse_config
 from ome_scheduler.framework.events import QueueingHint
 from ome_scheduler.framework.types import PodInfo
 from ome_scheduler.plugins.dynamicresources.manager import DRAManager
@@ -20,11 +22,15 @@ from ome_scheduler.plugins.gangpack.deviceroom import (
     is_schedulable_after_slice_change,
 )
 from ome_scheduler.plugins.gangpack.fit import member_capacity
-from ome_scheduler.plugins.gangpack.plugin import OMEGangPack
+from ome_scheduler.tools.explainer import Explanation, explain, render_text
 from tests.dra.objects import claim, device, device_class, local_node_selector, req, results, slice_
 from tests.support.builders import make_node, make_pod_group, node_info
 from tests.support.dra_env import World
+from tests.support.manifests import chart_config, pod_group
+from tests.support.manifests import node as node_manifest
+from tests.support.manifests import pod as pod_manifest
 from tests.support.plugins_env import pod
+from tests.support.snapshots import snapshot
 
 GPU = "gpu.nvidia.com"
 CLIQUE = "nvidia.com/gpu.clique"
@@ -98,12 +104,6 @@ async def drain(w: World, cycles: int) -> None:
         w.s.schedule_one(q)
         await asyncio.sleep(0)
     await w.run(0)
-
-
-def gang_plugin(w: World) -> OMEGangPack:
-    pl = w.s.frameworks["ome-scheduler"].plugins["OMEGangPack"]
-    assert isinstance(pl, OMEGangPack)
-    return pl
 
 
 # ---- the count ------------------------------------------------------------------------------
@@ -260,3 +260,61 @@ def test_a_new_slice_in_a_clique_adds_device_room() -> None:
         assert len(w.binder.bound) == 4
 
     asyncio.run(go())
+
+
+# ---- explain ----------------------------------------------------------------------------------
+
+
+def dra_snapshot(cliques: dict[str, list[int]], size: int) -> ClusterSnapshot:
+    """A snapshot: nodes with node-local GPU slices by clique, a gang of ``size`` members each
+    with its own 4-GPU template claim."""
+
+    ns = "team"
+    node_dicts, slices = [], []
+    for d, gpus in cliques.items():
+        for i, n in enumerate(gpus):
+            node_dicts.append(node_manifest(f"{d}-{i}", {CLIQUE: d}))
+            slices.append(gpu_slice(f"{d}-{i}", n))
+    pods, claims = [], []
+    for i in range(size):
+        p = pod_manifest(f"g-{i}", ns, gang="g", gpu=0)
+        p["metadata"]["uid"] = f"uid-g-{i}"
+        p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "g-gpus"}]
+        p["status"] = {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": f"g-{i}-gpu"}]}
+        pods.append(p)
+        owner = {"apiVersion": "v1", "kind": "Pod", "name": f"g-{i}", "uid": f"uid-g-{i}", "controller": True}
+        claims.append(claim(f"g-{i}-gpu", req("gpu", GPU, 4), ns=ns, meta={"ownerReferences": [owner]}))
+    s = snapshot(node_dicts, pods, [pod_group("g", ns, size, topology_key=CLIQUE)], ns)
+    snap: ClusterSnapshot = msgspec.structs.replace(
+        s, resource_claims=claims, resource_slices=slices, device_classes=[device_class(GPU, GPU)]
+    )
+    return snap
+
+
+def test_explain_shows_each_domains_device_room_and_the_shortfall() -> None:
+
+    s = dra_snapshot({"a": [4, 4, 4], "b": [8, 0]}, 4)
+    ex = explain(parse_config(chart_config()), s, "podgroup", "team", "g")
+    assert isinstance(ex, Explanation)
+    a, b = ex.domains
+    assert (a.name, a.device_room, a.fits) == ("a", 3, False)
+    assert (b.name, b.device_room, b.fits) == ("b", 2, False)
+    assert a.why_not() == "device shortfall: free devices take 3 of the 4 members (a-0 1, a-1 1, a-2 1)"
+    assert (
+        b.why_not()
+        == "device shortfall: free devices take 2 of the 4 members (b-0 2, b-1 0); 1 cannot allocate all claims"
+    )
+    assert ex.decision.result == "unschedulable"
+    assert "no domain has room for gang team/g" in ex.decision.message
+    text = render_text(ex)
+    assert "DEVICE ROOM" in text and "device shortfall" in text
+    assert ex.to_json()["domains"][0]["deviceRoom"] == 3
+
+
+def test_explain_pins_the_clique_whose_devices_take_the_gang() -> None:
+
+    s = dra_snapshot({"a": [4, 4, 4], "b": [4, 4, 4, 4]}, 4)
+    ex = explain(parse_config(chart_config()), s, "podgroup", "team", "g")
+    assert isinstance(ex, Explanation)
+    assert [(d.name, d.device_room, d.fits) for d in ex.domains] == [("a", 3, False), ("b", 4, True)]
+    assert (ex.decision.result, ex.decision.domain) == ("pinned", "b")
