@@ -17,8 +17,9 @@ replicas of one template):
   the first fit Filter and Reserve will use). Free means: devices of the slices that reach the
   node, minus those allocated by any claim, in flight (Reserve'd, not yet written: a placed
   sibling's too), or picked for an earlier copy. The claim of the first member whose claims
-  exist stands for every member of the shape (its allocation, if any, ignored: the copies
-  are of its spec).
+  exist stands for every member of the shape (the copies are of its spec; a member whose own
+  claim is already allocated, as after a failed binding, finds those devices taken: the count
+  errs low, never high).
 * **Shared claims** (``resourceClaimName``, one claim for many pods): allocated, its node
   selector must admit the node (else the node takes none); unallocated, it must be allocatable on
   the node together with the first copy (its devices then join the overlay). That the first
@@ -305,8 +306,9 @@ class DeviceRoom:
 
 
 def device_signature(pod: Pod) -> bytes:
-    """The member's ``spec.resourceClaims``, encoded: equal for the replicas of one template."""
-    return _ENC.encode(pod.spec.resource_claims)
+    """The member's namespace and ``spec.resourceClaims``, encoded: equal for the replicas of
+    one template (claim and template names are namespaced)."""
+    return pod.metadata.namespace.encode() + b"\0" + _ENC.encode(pod.spec.resource_claims)
 
 
 # ---- queueing hints (§6.2) --------------------------------------------------------------------

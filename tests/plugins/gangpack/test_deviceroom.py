@@ -318,3 +318,16 @@ def test_explain_pins_the_clique_whose_devices_take_the_gang() -> None:
     assert isinstance(ex, Explanation)
     assert [(d.name, d.device_room, d.fits) for d in ex.domains] == [("a", 3, False), ("b", 4, True)]
     assert (ex.decision.result, ex.decision.domain) == ("pinned", "b")
+
+
+def test_equal_claim_entries_in_two_namespaces_are_two_shapes() -> None:
+    p, c = member("g", 0)
+    raw = msgspec.to_builtins(p)
+    raw["metadata"]["namespace"] = "other"
+    q = msgspec.convert(raw, Pod)
+    big = claim("g-0-gpu", req("gpu", GPU, 8), ns="other", meta={"ownerReferences": c.metadata.owner_references})
+    m = manager_with(gpu_slice("n1", 8), claims=(c, big))
+    room = DeviceRoom(lambda: m)
+    n1 = node_info(make_node("n1"))
+    assert room.count(PodInfo(p), n1, 110).copies == 2  # 4 GPUs each
+    assert room.count(PodInfo(q), n1, 110).copies == 1  # the same entries, but 8 GPUs each
