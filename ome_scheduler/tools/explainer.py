@@ -509,7 +509,7 @@ class Explainer:
         it is short of ``need``, the count per node (the first :data:`_DEVICE_NODES_SHOWN`); the
         DRA reason of a node that takes none is among the domain's Filter reasons."""
         counts = [(n.name, devices.count(shape, n, max(0, n.allocatable.allowed_pod_number))) for n in dnodes]
-        if any(not c.capped and c.copies > 0 for _, c in counts):
+        if not all(c.counted for _, c in counts):
             return  # devices not counted on some node (network-attached, or not judged): no figure
         dom.device_room = sum(c.copies for _, c in counts)
         if dom.device_room >= need:

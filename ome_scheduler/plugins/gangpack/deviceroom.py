@@ -126,11 +126,12 @@ class _Shape:
 
 @dataclass(frozen=True, slots=True)
 class NodeDevices:
-    """One node's device count for a member shape: ``copies`` members (``capped``: the devices,
-    not the limit, decided it), and the DRA reason it takes no more (empty when it does)."""
+    """One node's device count for a member shape: ``copies`` members (``counted``: the devices
+    were counted; False when they are not modelled there and ``copies`` is the limit), and the
+    DRA reason it takes none (empty when it takes some)."""
 
     copies: int
-    capped: bool
+    counted: bool
     reason: str = ""
 
 
@@ -206,7 +207,7 @@ class DeviceRoom:
         """How many members like ``pod`` (at most ``limit``) the free devices of ``node`` take,
         each copy's devices taken before the next is tried."""
         if limit <= 0:
-            return NodeDevices(0, False)
+            return NodeDevices(0, True)
         shape = self._shape(pod)
         if shape is None or shape.unmodelled:
             return NodeDevices(limit, False)
@@ -220,7 +221,7 @@ class DeviceRoom:
             while k < limit:
                 a = shape.first if k == 0 else shape.rest
                 if a is None:
-                    return NodeDevices(limit, False)
+                    return NodeDevices(limit, True)  # nothing (more) to allocate
                 results = a.allocate(node.name, node.labels)
                 if results is None:
                     reason = MSG_CANNOT_ALLOCATE
@@ -240,7 +241,7 @@ class DeviceRoom:
         finally:
             for d in taken:
                 allocated.discard(d)
-        return NodeDevices(k, k < limit, reason)
+        return NodeDevices(k, True, reason)
 
     def _shape(self, pod: PodInfo) -> _Shape | None:
         """The allocators of ``pod``'s shape for the current DRA state (None: its claims cannot

@@ -173,7 +173,7 @@ def test_network_attached_devices_do_not_cap_the_node() -> None:
     pi, n1 = PodInfo(p), node_info(make_node("n1"))
     # Every node sees the same four GPUs: a per-node count would promise them on each node.
     got = DeviceRoom(lambda: m).count(pi, n1, 7)
-    assert (got.copies, got.capped) == (7, False)
+    assert (got.copies, got.counted) == (7, False)
 
 
 def test_the_device_feed_names_the_node_of_a_slice_or_a_local_allocation() -> None:
