@@ -346,6 +346,9 @@ def test_gang_on_dra_devices_binds_in_one_clique_or_not_at_all(
             assert set(got.values()) <= in_clique, got
             devs = [dev for c in d.claims_of(api, ns) for dev in d.allocated_devices(c)]
             assert len(devs) == 16 and len(set(devs)) == 16
+            # The first pin was the right clique: no attempt in a clique whose devices are short.
+            pins = wait_for("the Pinned event", lambda: api.event_notes(ns, "g", "Pinned"), timeout=10)
+            assert all(f"{CLIQUE}={s.id}-{where} " in n for n in pins), pins
             return
         wait_for("a member unschedulable", lambda: any(fit_error(api, ns, m) for m in members), timeout=30)
         time.sleep(2.0)
