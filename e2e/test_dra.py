@@ -312,42 +312,58 @@ def gang_member(s: Setup, name: str, ns: str, gang: str, template: str) -> dict[
     return p
 
 
-@pytest.mark.parametrize("fits", [True, False], ids=["fits-in-a", "fits-nowhere"])
+GANG_CASES = {
+    # case: (GPUs per node, clique per node, the clique the gang binds in or None)
+    "fits-in-a": ([8, 8, 4, 4], ["a", "a", "b", "b"], "a"),
+    # a has the least room by cpu (3 nodes, best fit) but GPUs for 3 members: the gang goes to b
+    "fits-in-b-only": ([4, 4, 4, 4, 4, 4, 4], ["a", "a", "a", "b", "b", "b", "b"], "b"),
+    "fits-nowhere": ([8, 4, 4, 4], ["a", "a", "b", "b"], None),
+}
+
+
+@pytest.mark.parametrize("case", list(GANG_CASES))
 def test_gang_on_dra_devices_binds_in_one_clique_or_not_at_all(
-    api: Api, cluster: Cluster, scheduler: SchedulerProcess, ns: str, fits: bool
+    api: Api, cluster: Cluster, scheduler: SchedulerProcess, ns: str, case: str
 ) -> None:
-    """minMember 4, each member a template claim for 4 GPUs. Clique a has two nodes of 8 GPUs
-    (room for 4 members when ``fits``, else one node of 8 and one of 4: room for 3), clique b two
-    nodes of 4 (room for 2). The gang binds in clique a only when all four fit there together;
-    otherwise nothing is allocated or bound."""
-    per = [8, 8 if fits else 4, 4, 4]
-    cliques = ["a", "a", "b", "b"]  # made unique per test by Setup
+    """minMember 4, each member a template claim for 4 GPUs, nodes with node-local slices and
+    clique labels. The gang binds in a clique only if all four fit there together (OMEGangPack's
+    room counts the devices: a node of 8 GPUs takes two members, one of 4 takes one); otherwise
+    nothing is allocated or bound and explain names each clique's device shortfall."""
+    per, cliques, where = GANG_CASES[case]
 
     def devices(i: int, n: str) -> list[dict[str, Any]]:
         return [d.gpu(j, n, clique=cliques[i]) for j in range(per[i])]
 
-    with Setup(api, "gang", 4, 0, cliques=cliques, devices=devices) as s:
+    with Setup(api, "gang", len(per), 0, cliques=cliques, devices=devices) as s:
         d.create(api, d.claim_template("four", ns, d.claim_spec([d.exactly("gpu", s.cls, 4)])))
         api.create_pod_group(pod_group("g", ns, 4, topology_key=CLIQUE))
         members = [f"m{i}" for i in range(4)]
         for m in members:
             api.create_pod(gang_member(s, m, ns, "g", "four"))
-        if fits:
+        if where is not None:
             got = wait_bound(api, ns, members, timeout=30)
-            assert set(got.values()) <= set(s.node_names[:2]), got
+            in_clique = {n for n, c in zip(s.node_names, cliques, strict=True) if c == where}
+            assert set(got.values()) <= in_clique, got
             devs = [dev for c in d.claims_of(api, ns) for dev in d.allocated_devices(c)]
             assert len(devs) == 16 and len(set(devs)) == 16
+            # The first pin was the right clique: no attempt in a clique whose devices are short.
+            pins = wait_for("the Pinned event", lambda: api.event_notes(ns, "g", "Pinned"), timeout=10)
+            assert all(f"{CLIQUE}={s.id}-{where} " in n for n in pins), pins
             return
         wait_for("a member unschedulable", lambda: any(fit_error(api, ns, m) for m in members), timeout=30)
         time.sleep(2.0)
         assert not any(node_of(api, ns, m) for m in members)
         assert not [c for c in d.claims_of(api, ns) if d.allocated_devices(c)]
-        # explain reads the DRA objects (snapshot): its members' reasons are the DRA ones. It does
-        # not yet count a domain's room in devices (issue 24 item 4: OMEGangPack counts members).
+        # explain reads the DRA objects (snapshot) and counts each clique's room in devices.
         out = explain(cluster, scheduler, "podgroup", f"{ns}/g")
         reasons = [m["reason"] for m in out["members"]]
-        assert any("2 cannot allocate all claims" in r for r in reasons), reasons
         assert not any("could not find ResourceClaim" in r for r in reasons), reasons
+        doms = {x["domain"]: x for x in out["domains"]}
+        a, b = doms[f"{s.id}-a"], doms[f"{s.id}-b"]
+        assert (a["deviceRoom"], b["deviceRoom"]) == (3, 2), doms
+        assert a["whyNot"].startswith("device shortfall: free devices take 3 of the 4 members"), a
+        assert b["whyNot"].startswith("device shortfall: free devices take 2 of the 4 members"), b
+        assert "no domain has room for gang" in out["decision"]["message"], out["decision"]
 
 
 def many_slices(s: Setup, node_name: str, slices: int, per: int = 128) -> list[dict[str, Any]]:

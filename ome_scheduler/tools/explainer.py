@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import partial
 from typing import Any
@@ -33,6 +33,7 @@ from ome_scheduler.framework.gangsource import LWS_NAME_LABEL, gang_name, lws_si
 from ome_scheduler.framework.interface import CycleState
 from ome_scheduler.framework.topology import describe, domain_value, level_key, parse_described
 from ome_scheduler.framework.types import POD_GROUP_LABEL, GangKey, NodeInfo, PodInfo, QueuedPodInfo, gang_key
+from ome_scheduler.plugins.gangpack.deviceroom import DeviceRoom, has_claims, manager_of
 from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, template_signature
 from ome_scheduler.plugins.gangpack.gang import capped_timeout, is_live, topology_key_of
 from ome_scheduler.plugins.gangpack.levels import (
@@ -42,7 +43,7 @@ from ome_scheduler.plugins.gangpack.levels import (
     parse_preferred_keys,
     parse_subgroups,
 )
-from ome_scheduler.plugins.gangpack.placement import GangPlanner, group_by_domain
+from ome_scheduler.plugins.gangpack.placement import CapacityFn, GangPlanner, group_by_domain
 from ome_scheduler.plugins.gangpack.plugin import OMEGangPack
 from ome_scheduler.tools.simulation import Simulation
 from ome_scheduler.util.validation import is_qualified_name
@@ -51,6 +52,10 @@ DERIVED_HOLDS = (
     "Holds of forming gangs live in the scheduler's memory; they are derived here from what the API shows: "
     "members waiting at Permit (status.nominatedNodeName) and PodGroups' ome.io/placement annotation."
 )
+
+
+_DEVICE_NODES_SHOWN = 8
+"""Nodes whose device count a device shortfall lists."""
 
 
 def camel_fields(record: Any) -> dict[str, Any]:
@@ -93,11 +98,19 @@ class Domain:
     reasons: dict[str, int] = field(default_factory=dict)
     note: str = ""
     """Why the gang cannot join though the room suffices (a member is missing, or one fits no node here)."""
+    device_room: int | None = None
+    """Members like the shape the domain's free DRA devices take (None: the members claim no
+    devices, or the devices are not counted, ``plugins/gangpack/deviceroom.py``)."""
+    device_shortfall: str = ""
+    """Why the devices take fewer members than the gang needs (empty: they do)."""
 
     def why_not(self) -> str:
-        """``note`` when set, else the reasons as FitError words them: ``"2 Insufficient
-        nvidia.com/gpu, 1 ..."``, sorted."""
-        return self.note or ", ".join(sorted(f"{v} {k}" for k, v in self.reasons.items()))
+        """``note`` when set, else the device shortfall and the reasons as FitError words them:
+        ``"2 Insufficient nvidia.com/gpu, 1 ..."``, sorted."""
+        if self.note:
+            return self.note
+        reasons = ", ".join(sorted(f"{v} {k}" for k, v in self.reasons.items()))
+        return "; ".join(x for x in (self.device_shortfall, reasons) if x)
 
     def to_json(self) -> dict[str, Any]:
         """camelCase JSON."""
@@ -388,8 +401,8 @@ class Explainer:
         if shape is not None and tk and (pg is not None or lws) and 0 < mm and bound < mm:
             self._domains(ex, key, shape, mm, placed, assumed)
             if pg is not None and self.plugin is not None:
-                self._preferred_levels(ex, pg, shape, mm - placed)
-                self._subgroups(ex, pg, shape, mm)
+                preferred_level_notes(ex, pg, shape, mm - placed, self.sch.cache.node_infos())
+                subgroup_notes(ex, pg, shape, mm, self.sch.cache.node_infos())
         # The gang's own live pin (if the API shows one) is followed, as the scheduler would.
         ex.holds += [h for h in self._reconstruct_holds(assumed, key, None) if h.startswith(f"{key} ")]
         if mm > 0 and bound >= mm:
@@ -436,8 +449,13 @@ class Explainer:
         ]
         need = max(1, mm - placed)
         ex.need, ex.shape_of = need, shape.name
+        capacity: CapacityFn[PodInfo, NodeInfo] = member_capacity
+        signature: Callable[[PodInfo], Hashable] = template_signature
+        devices = DeviceRoom(lambda: manager_of(self.sch)) if has_claims(templates) else None
+        if devices is not None:  # members with ResourceClaims: the room counts devices (as the plugin's)
+            capacity, signature = devices.capacity(capacity, templates), devices.signature(signature)
         planner: GangPlanner[PodInfo, NodeInfo] = GangPlanner(
-            templates, need, member_capacity, one_per_node=one_per_node(templates), signature=template_signature
+            templates, need, capacity, one_per_node=one_per_node(templates), signature=signature
         )
         nodes = self.sch.cache.node_infos()
         by = group_by_domain(nodes, lambda n: n.labels.get(tk, ""))
@@ -484,6 +502,8 @@ class Explainer:
                         # domain too (the scheduler's best fit skips it).
                         held.append(f"{g} under {pin.domain.topology_key}={pin.domain.value} ({pin.remaining} more)")
             dom = Domain(d, len(dnodes), room, plan.joinable and room >= need, held)
+            if devices is not None and unbound.pod.spec.resource_claims:
+                self._device_room(dom, devices, unbound, dnodes, need)
             if not dom.fits and room >= need:
                 dom.note = self._blocker(templates, need, others, dnodes)
             for n in dnodes:
@@ -495,61 +515,24 @@ class Explainer:
                         dom.reasons[why] = dom.reasons.get(why, 0) + 1
             ex.domains.append(dom)
 
-    def _preferred_levels(self, ex: Explanation, pg: PodGroup, shape: PodInfo, need: int) -> None:
-        """§3.9: a note per preferred level of the gang: its best-fitting domain, or that none
-        has room and the gang falls back to the next level (room counted like ``shape``)."""
-        preferred = parse_preferred_keys(pg.metadata.annotations.get(PREFERRED_KEYS_ANNOTATION, ""), ex.topology_key)
-        if isinstance(preferred, str):
-            ex.notes.append(f"{PREFERRED_KEYS_ANNOTATION} is invalid: {preferred}")
+    @staticmethod
+    def _device_room(dom: Domain, devices: DeviceRoom, shape: PodInfo, dnodes: Sequence[NodeInfo], need: int) -> None:
+        """The domain's device room for members like ``shape`` (each node's free devices, the
+        copies of its claims allocated one after the other, up to the node's pod slots) and, when
+        it is short of ``need``, the count per node (the first :data:`_DEVICE_NODES_SHOWN`); the
+        DRA reason of a node that takes none is among the domain's Filter reasons."""
+        counts = [(n.name, devices.count(shape, n, max(0, n.allocatable.allowed_pod_number))) for n in dnodes]
+        if not all(c.counted for _, c in counts):
+            return  # devices not counted on some node (network-attached, or not judged): no figure
+        dom.device_room = sum(c.copies for _, c in counts)
+        if dom.device_room >= need:
             return
-        nodes = self.sch.cache.node_infos()
-        planner: GangPlanner[PodInfo, NodeInfo] = GangPlanner([shape] * max(1, need), max(1, need), member_capacity)
-        for p in preferred:
-            level = level_key(ex.topology_key, p)
-            by = group_by_domain(nodes, partial(_level_domain, level))
-            rooms = {d: planner.plan_domain(d, ns).room for d, ns in by.items()}
-            fitting = sorted((r, d) for d, r in rooms.items() if r >= need)
-            if fitting:
-                r, d = fitting[0]
-                ex.notes.append(
-                    f"Preferred level {p}: {len(rooms)} domain(s); the tightest with room for the {need} member(s) "
-                    f"left is {describe(level, d)} (room {r}), before holds and failed domains."
-                )
-                return
-            top = max(rooms.items(), key=lambda x: (x[1], x[0]), default=None)
-            largest = f" (largest: {describe(level, top[0])} with room {top[1]})" if top is not None else ""
-            ex.notes.append(
-                f"Preferred level {p}: no domain has room for the {need} member(s) left{largest}: relaxed to the "
-                "next level."
-            )
-
-    def _subgroups(self, ex: Explanation, pg: PodGroup, shape: PodInfo, mm: int) -> None:
-        """§3.10: a note with how many whole sub-gangs each domain of the topology key takes (room
-        counted like ``shape``, before holds), e.g. ``b1 takes 1 of 2``."""
-        notes = pg.metadata.annotations
-        sub = parse_subgroups(
-            notes.get(SUBGROUP_SIZE_ANNOTATION, ""), notes.get(SUBGROUP_KEY_ANNOTATION, ""), ex.topology_key, mm
-        )
-        if isinstance(sub, str):
-            ex.notes.append(f"The sub-gang annotations are invalid: {sub}")
-            return
-        size, key = sub
-        if not size:
-            return
-        level = level_key(ex.topology_key, key)
-        planner: GangPlanner[PodInfo, NodeInfo] = GangPlanner([shape], 1, member_capacity)
-        by = group_by_domain(self.sch.cache.node_infos(), partial(_level_domain, level))
-        whole: dict[str, int] = {}
-        for d, ns in by.items():
-            top = d.partition(",")[0]
-            whole[top] = whole.get(top, 0) + planner.plan_domain(d, ns).room // size
-        k = mm // size
-        parts = ", ".join(
-            f"{r} takes {min(w, k)} of {k}" for r, w in sorted(whole.items(), key=lambda x: (-x[1], x[0]))
-        )
-        ex.notes.append(
-            f"Sub-gangs of {size} members, each inside one {key} domain: {parts or 'no domain has both labels'} "
-            "(whole sub-gangs by room now, before holds)."
+        per_node = ", ".join(f"{name} {c.copies}" for name, c in counts[:_DEVICE_NODES_SHOWN])
+        if len(counts) > _DEVICE_NODES_SHOWN:
+            per_node += f", {len(counts) - _DEVICE_NODES_SHOWN} more"
+        # The nodes that take no member show DynamicResources' Filter reason among the reasons.
+        dom.device_shortfall = (
+            f"device shortfall: free devices take {dom.device_room} of the {need} members ({per_node})"
         )
 
     @staticmethod
@@ -697,12 +680,14 @@ def render_text(ex: Explanation) -> str:
         lines.append("")
     if ex.domains:
         lines.append(f"Domains under {ex.topology_key} (room in members like {ex.shape_of}; the gang needs {ex.need}):")
-        rows = [["DOMAIN", "NODES", "ROOM", "HELD BY", "WHY NOT"]]
+        dev = any(d.device_room is not None for d in ex.domains)
+        rows = [["DOMAIN", "NODES", "ROOM", *(["DEVICE ROOM"] if dev else []), "HELD BY", "WHY NOT"]]
         for d in ex.domains:
             why = "" if d.fits and not d.held_by else d.why_not()
             if not d.fits and not why:
                 why = f"{d.nodes_fitting} node(s) fit, room {d.room} < {ex.need}"
-            rows.append([d.name, str(d.nodes), str(d.room), ", ".join(d.held_by) or "-", why])
+            device = ["-" if d.device_room is None else str(d.device_room)] if dev else []
+            rows.append([d.name, str(d.nodes), str(d.room), *device, ", ".join(d.held_by) or "-", why])
         lines += _table(rows)
         lines.append("")
     dec = ex.decision
@@ -756,6 +741,62 @@ def explain_lws(
         if isinstance(one, Explanation):
             out.append(one)
     return out
+
+
+def preferred_level_notes(ex: Explanation, pg: PodGroup, shape: PodInfo, need: int, nodes: Sequence[NodeInfo]) -> None:
+    """§3.9: a note per preferred level of the gang: its best-fitting domain, or that none
+    has room and the gang falls back to the next level (room counted like ``shape``)."""
+    preferred = parse_preferred_keys(pg.metadata.annotations.get(PREFERRED_KEYS_ANNOTATION, ""), ex.topology_key)
+    if isinstance(preferred, str):
+        ex.notes.append(f"{PREFERRED_KEYS_ANNOTATION} is invalid: {preferred}")
+        return
+    planner: GangPlanner[PodInfo, NodeInfo] = GangPlanner([shape] * max(1, need), max(1, need), member_capacity)
+    for p in preferred:
+        level = level_key(ex.topology_key, p)
+        by = group_by_domain(nodes, partial(_level_domain, level))
+        rooms = {d: planner.plan_domain(d, ns).room for d, ns in by.items()}
+        fitting = sorted((r, d) for d, r in rooms.items() if r >= need)
+        if fitting:
+            r, d = fitting[0]
+            ex.notes.append(
+                f"Preferred level {p}: {len(rooms)} domain(s); the tightest with room for the {need} member(s) "
+                f"left is {describe(level, d)} (room {r}), before holds and failed domains."
+            )
+            return
+        top = max(rooms.items(), key=lambda x: (x[1], x[0]), default=None)
+        largest = f" (largest: {describe(level, top[0])} with room {top[1]})" if top is not None else ""
+        ex.notes.append(
+            f"Preferred level {p}: no domain has room for the {need} member(s) left{largest}: relaxed to the "
+            "next level."
+        )
+
+
+def subgroup_notes(ex: Explanation, pg: PodGroup, shape: PodInfo, mm: int, nodes: Sequence[NodeInfo]) -> None:
+    """§3.10: a note with how many whole sub-gangs each domain of the topology key takes (room
+    counted like ``shape``, before holds), e.g. ``b1 takes 1 of 2``."""
+    notes = pg.metadata.annotations
+    sub = parse_subgroups(
+        notes.get(SUBGROUP_SIZE_ANNOTATION, ""), notes.get(SUBGROUP_KEY_ANNOTATION, ""), ex.topology_key, mm
+    )
+    if isinstance(sub, str):
+        ex.notes.append(f"The sub-gang annotations are invalid: {sub}")
+        return
+    size, key = sub
+    if not size:
+        return
+    level = level_key(ex.topology_key, key)
+    planner: GangPlanner[PodInfo, NodeInfo] = GangPlanner([shape], 1, member_capacity)
+    by = group_by_domain(nodes, partial(_level_domain, level))
+    whole: dict[str, int] = {}
+    for d, ns in by.items():
+        top = d.partition(",")[0]
+        whole[top] = whole.get(top, 0) + planner.plan_domain(d, ns).room // size
+    k = mm // size
+    parts = ", ".join(f"{r} takes {min(w, k)} of {k}" for r, w in sorted(whole.items(), key=lambda x: (-x[1], x[0])))
+    ex.notes.append(
+        f"Sub-gangs of {size} members, each inside one {key} domain: {parts or 'no domain has both labels'} "
+        "(whole sub-gangs by room now, before holds)."
+    )
 
 
 def _level_domain(level: str, n: NodeInfo) -> str:

@@ -22,6 +22,12 @@ Handle (``Scheduler.dra_manager``). It does no I/O.
   counts as allocated as long as *any* claim holds it, so a (never expected) double allocation
   is not freed by the first of its claims to go.
 
+* **Device changes** (``device_changes``): a feed of the nodes whose free devices may have
+  changed (a slice of a node, an allocation, in flight or written, local to one node), read by
+  OMEGangPack's device room (``plugins/gangpack/deviceroom.py``) the way it reads the cache's node
+  changes; a change that can reach several nodes (a network-attached slice, an allocation
+  without a single-node selector) asks the reader to recount every node.
+
 Every change of a claim (the informer's or an assumption's), slice or class is passed to
 ``move`` as a cluster event, as upstream's event handlers are registered on the assume cache,
 the slice tracker and the class informer; the queue then asks DynamicResources' queueing hints.
@@ -40,6 +46,9 @@ from ome_scheduler.framework.events import DEVICE_CLASS, RESOURCE_CLAIM, RESOURC
 
 MoveFn = Callable[[ClusterEvent, Any, Any], None]
 
+DEVICE_LOG_MAX = 4096
+"""Entries the device change feed keeps; a reader further behind recounts every node."""
+
 
 def _rv(claim: ResourceClaim) -> int:
     try:
@@ -50,6 +59,24 @@ def _rv(claim: ResourceClaim) -> int:
 
 def _key(claim: ResourceClaim) -> str:
     return f"{claim.metadata.namespace}/{claim.metadata.name}"
+
+
+def allocation_node(claim: ResourceClaim | None) -> str | None:
+    """The one node an allocation's node selector names (``metadata.name In [node]``, as the
+    allocator writes it for node-local devices), "" when the claim is not allocated, None when
+    the allocation may reach several nodes."""
+    if claim is None or claim.status.allocation is None:
+        return ""
+    sel = claim.status.allocation.node_selector
+    if sel is None or len(sel.node_selector_terms) != 1:
+        return None
+    term = sel.node_selector_terms[0]
+    if term.match_expressions or len(term.match_fields) != 1:
+        return None
+    f = term.match_fields[0]
+    if f.key != "metadata.name" or f.operator != "In" or len(f.values) != 1:
+        return None
+    return f.values[0]
 
 
 def allocated_devices_of(claim: ResourceClaim) -> list[DeviceID]:
@@ -78,6 +105,12 @@ class DRAManager:
         self._classes: dict[str, DeviceClass] = {}
         self.slice_generation = 0
         """Bumped by every slice change (what a cached index of the slices is keyed by)."""
+        self.device_generation = 0
+        """Bumped by every change of the free devices: a slice, an allocation appearing or
+        going (in flight too), a class."""
+        self._device_log: list[str | None] = []
+        self._device_base = 0
+        """The feed position of ``_device_log[0]``."""
 
     # ---- ResourceClaimTracker -----------------------------------------------------------
 
@@ -102,10 +135,15 @@ class DRAManager:
         """``SignalClaimPendingAllocation``: ``allocated`` (the claim with its new allocation)
         is being written; its devices count as allocated until it is removed."""
         self._in_flight[uid] = allocated
+        self._devices_changed(allocation_node(allocated))
 
     def remove_claim_pending_allocation(self, uid: str) -> bool:
         """``RemoveClaimPendingAllocation``: whether an in-flight allocation was removed."""
-        return self._in_flight.pop(uid, None) is not None
+        gone = self._in_flight.pop(uid, None)
+        if gone is None:
+            return False
+        self._devices_changed(allocation_node(gone))
+        return True
 
     def pending_allocation(self, uid: str) -> ResourceClaim | None:
         """The in-flight copy of claim ``uid`` (with the allocation Reserve chose), or None."""
@@ -148,6 +186,38 @@ class DRAManager:
             return
         self._latest[key] = api
         self._claim_event(ActionType.UPDATE, cur, api)
+
+    # ---- the device change feed ------------------------------------------------------------
+
+    def device_cursor(self) -> int:
+        """The device change feed's current position (pass it to :meth:`device_changes`)."""
+        return self._device_base + len(self._device_log)
+
+    def device_changes(self, cursor: int) -> tuple[int, set[str] | None]:
+        """(the current position, the nodes whose free devices may have changed since
+        ``cursor``); None instead of the set when some change may reach any node or ``cursor``
+        is older than the feed keeps (recount every node)."""
+        end = self.device_cursor()
+        if cursor < self._device_base or cursor > end:
+            return end, None
+        out: set[str] = set()
+        for n in self._device_log[cursor - self._device_base :]:
+            if n is None:
+                return end, None
+            out.add(n)
+        return end, out
+
+    def _devices_changed(self, node: str | None) -> None:
+        """Record a change of the free devices of ``node`` (None: maybe any node; "": none)."""
+        if node == "":
+            return
+        self.device_generation += 1
+        log = self._device_log
+        log.append(node)
+        if len(log) > DEVICE_LOG_MAX:
+            drop = len(log) // 2
+            del log[:drop]
+            self._device_base += drop
 
     # ---- listers --------------------------------------------------------------------------
 
@@ -194,6 +264,8 @@ class DRAManager:
         # disappearing ones change the set.
         was = old is not None and old.status.allocation is not None
         now = new is not None and new.status.allocation is not None
+        if was != now:
+            self._devices_changed(allocation_node(old if was else new))
         if old is not None and was and not now:
             for d in allocated_devices_of(old):
                 n = self._allocated.get(d, 0) - 1
@@ -213,33 +285,41 @@ class DRAManager:
         """Informer handler: remember the slice and emit the cluster event."""
         self._slices[s.metadata.name] = s
         self.slice_generation += 1
+        self._devices_changed(s.spec.node_name or None)
         self._emit(RESOURCE_SLICE, ActionType.ADD, None, s)
 
     def on_slice_update(self, old: ResourceSlice, new: ResourceSlice) -> None:
         """Informer handler: remember the slice and emit the cluster event."""
         self._slices[new.metadata.name] = new
         self.slice_generation += 1
+        self._devices_changed(old.spec.node_name or None)
+        if new.spec.node_name != old.spec.node_name:
+            self._devices_changed(new.spec.node_name or None)
         self._emit(RESOURCE_SLICE, ActionType.UPDATE, old, new)
 
     def on_slice_delete(self, s: ResourceSlice) -> None:
         """Informer handler: forget the slice and emit the cluster event."""
         self._slices.pop(s.metadata.name, None)
         self.slice_generation += 1
+        self._devices_changed(s.spec.node_name or None)
         self._emit(RESOURCE_SLICE, ActionType.DELETE, s, None)
 
     def on_class_add(self, c: DeviceClass) -> None:
         """Informer handler: remember the class and emit the cluster event."""
         self._classes[c.metadata.name] = c
+        self._devices_changed(None)
         self._emit(DEVICE_CLASS, ActionType.ADD, None, c)
 
     def on_class_update(self, old: DeviceClass, new: DeviceClass) -> None:
         """Informer handler: remember the class and emit the cluster event."""
         self._classes[new.metadata.name] = new
+        self._devices_changed(None)
         self._emit(DEVICE_CLASS, ActionType.UPDATE, old, new)
 
     def on_class_delete(self, c: DeviceClass) -> None:
         """Informer handler: forget the class and emit the cluster event."""
         self._classes.pop(c.metadata.name, None)
+        self._devices_changed(None)
         self._emit(DEVICE_CLASS, ActionType.DELETE, c, None)
 
     def _emit(self, resource: str, action: ActionType, old: Any, new: Any) -> None:

@@ -26,6 +26,7 @@ from ome_scheduler.framework.gangsource import gang_name
 from ome_scheduler.framework.interface import PodGroupLister
 from ome_scheduler.framework.topology import domain_value
 from ome_scheduler.framework.types import Resource, gang_key
+from ome_scheduler.plugins.gangpack.deviceroom import device_events
 from ome_scheduler.plugins.gangpack.gang import same_pod
 from ome_scheduler.plugins.gangpack.pins import PinStore
 
@@ -60,7 +61,7 @@ class GangHints:
         self.pins = pins
 
     def events(self) -> list[ClusterEventWithHint[Any]]:
-        """``EventsToRegister``: the seven registrations of §6.2."""
+        """``EventsToRegister``: the seven registrations of §6.2, and the device room's two."""
         node_changes = (
             ActionType.ADD
             | ActionType.UPDATE_NODE_ALLOCATABLE
@@ -83,6 +84,7 @@ class GangHints:
                 ActionType.ADD | ActionType.UPDATE | ActionType.DELETE,
                 self.is_schedulable_after_own_pod_group_change,
             ),
+            *device_events(),  # device room: slices and claim allocations (deviceroom.py)
         ]
 
     @queueing_hint

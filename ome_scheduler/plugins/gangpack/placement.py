@@ -326,6 +326,8 @@ class RoomIndex(Generic[T, N]):
     _sorted: list[tuple[int, str]] = field(default_factory=list, init=False, repr=False)
     cursor: int = field(default=0, init=False)
     """The cache change-log position this index is current with."""
+    device_cursor: int = field(default=0, init=False)
+    """The DRA device change feed position it is current with (members with claims, ``deviceroom.py``)."""
 
     def _cap(self, n: N) -> int:
         """The node's member capacity for the template (at most 1 when members keep apart)."""

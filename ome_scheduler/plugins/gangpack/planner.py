@@ -28,23 +28,25 @@ topology domains. The state it reads and changes is the :class:`GangState` (``st
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from functools import partial
 
 import msgspec
 
 from ome_scheduler.api.core import Pod
 from ome_scheduler.framework.gangsource import is_lws_leader
+from ome_scheduler.framework.interface import Handle
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.topology import describe, domain_value, is_composite
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.logs import enabled, get_logger
+from ome_scheduler.plugins.gangpack.deviceroom import DeviceRoom, has_claims, manager_of
 from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, template_signature
 from ome_scheduler.plugins.gangpack.gang import Gang, Placement, same_pod
 from ome_scheduler.plugins.gangpack.levelchoice import LevelChoice, fewest_subdomains, subgroup_candidates
 from ome_scheduler.plugins.gangpack.lwsguard import lws_deadlock
 from ome_scheduler.plugins.gangpack.pins import Domain, Pin
-from ome_scheduler.plugins.gangpack.placement import GangPlanner, RoomIndex
+from ome_scheduler.plugins.gangpack.placement import CapacityFn, GangPlanner, RoomIndex
 from ome_scheduler.plugins.gangpack.state import MAX_INDEXES, MAX_TOPOLOGY_KEYS, NAME, GangState
 from ome_scheduler.plugins.gangpack.survey import DomainSurvey
 
@@ -60,6 +62,8 @@ class PinPlanner:
         self.metrics = state.metrics
         self.pins = state.pins
         self.levels = LevelChoice(state)
+        self.devices = DeviceRoom(lambda: manager_of(self.handle))
+        """Device room of members with ResourceClaims (``deviceroom.py``)."""
 
     def pin_gang(self, pod: PodInfo, gang: Gang, nodes: Sequence[NodeInfo]) -> tuple[Pin, set[str]] | Status:
         """Follow, adopt or choose the gang's pin (§3.7); returns the pin and the nodes ``pod``
@@ -91,7 +95,7 @@ class PinPlanner:
             return waiting
         level = pin.domain.topology_key if pin is not None else gang.topology_key
         planner, survey = self._survey(pod, gang, templates, need, nodes, level)
-        self._log_enter(gang, pin, placed, survey)
+        log_enter(gang, pin, placed, survey)
         kept = self._replan_if_stale(gang, pin, placed, survey, need)
         if kept is None:
             if placed.count > 0:
@@ -258,28 +262,11 @@ class PinPlanner:
         self, pod: PodInfo, gang: Gang, templates: Sequence[PodInfo], placed: Placement
     ) -> Status | None:
         """§9 sibling-affinity yield: a member whose required affinity needs a sibling waits for it."""
-        sib = self._sibling_to_wait_for(pod, templates[1:], [p.pod for p, _ in placed.members])
+        sib = sibling_to_wait_for(self.handle, pod, templates[1:], [p.pod for p, _ in placed.members])
         if sib is None:
             return None
         log.info("gangpack.pinGang.sibling_wait", v=4, gang=gang.key, sibling=sib.key)
         return Status.unschedulable(f"waiting for gang sibling {sib.key} to be placed")
-
-    def _sibling_to_wait_for(self, pod: PodInfo, siblings: Sequence[PodInfo], placed: Sequence[Pod]) -> PodInfo | None:
-        """§9: the first unplaced sibling a required pod-affinity term of ``pod`` waits for."""
-        terms = pod.required_affinity_terms
-        if not terms:
-            return None
-        ns = self.handle.namespace(pod.namespace)
-        ns_labels = dict(ns.metadata.labels) if ns is not None else {}
-        for t in terms:
-            if t.matches(pod.pod, ns_labels):
-                continue
-            if any(t.matches(p, ns_labels) for p in placed):
-                continue
-            for s in siblings:
-                if not same_pod(s.pod, pod.pod) and t.matches(s.pod, ns_labels):
-                    return s
-        return None
 
     # ---- the domains ------------------------------------------------------------------------
 
@@ -299,52 +286,46 @@ class PinPlanner:
                 # Each gang may name its own key: keep the gauges (one series per domain of every
                 # key) bounded to the keys planned most recently.
                 shapes.pop(next(iter(shapes)))
+        capacity: CapacityFn[PodInfo, NodeInfo] = member_capacity
+        signature: Callable[[PodInfo], Hashable] = template_signature
+        dra = has_claims(templates)
+        if dra:  # members with ResourceClaims: their room counts devices (§3.1)
+            capacity, signature = self.devices.capacity(capacity, templates), self.devices.signature(signature)
         planner: GangPlanner[PodInfo, NodeInfo] = GangPlanner(
-            templates, need, member_capacity, one_per_node=opn, signature=template_signature
+            templates, need, capacity, one_per_node=opn, signature=signature
         )
-        index = self._room_index(tk, pod, opn) if planner.homogeneous else None
+        index = self._room_index(tk, pod, opn, capacity, signature, dra) if planner.homogeneous else None
         return planner, DomainSurvey(planner, need, tk, nodes, index, self.handle.get_node_info)
 
-    def _room_index(self, tk: str, shape: PodInfo, opn: bool) -> RoomIndex[PodInfo, NodeInfo]:
-        """The per-(key, member shape) room index, brought up to date with the cache's changes."""
+    def _room_index(
+        self,
+        tk: str,
+        shape: PodInfo,
+        opn: bool,
+        capacity: CapacityFn[PodInfo, NodeInfo],
+        signature: Callable[[PodInfo], Hashable],
+        dra: bool,
+    ) -> RoomIndex[PodInfo, NodeInfo]:
+        """The per-(key, member shape) room index, brought up to date with the cache's changes
+        (and, for members with claims, with the DRA device changes)."""
         indexes = self.state.indexes
-        k = (tk, template_signature(shape), opn)
+        k = (tk, signature(shape), opn)
         idx = indexes.pop(k, None)
         if idx is None:
-            idx = RoomIndex(
-                shape, member_capacity, lambda n: domain_value(n.labels, tk), lambda n: n.name, one_per_node=opn
-            )
+            idx = RoomIndex(shape, capacity, lambda n: domain_value(n.labels, tk), lambda n: n.name, one_per_node=opn)
+            idx.device_cursor = self.devices.device_cursor() if dra else 0
         indexes[k] = idx  # most recently used last
         while len(indexes) > MAX_INDEXES:
             indexes.pop(next(iter(indexes)))
         cursor, changed = self.handle.node_changes(idx.cursor)
+        if dra and not self.devices.sync_index(idx, self.handle.get_node_info):
+            changed = None  # a device change that may reach any node: recount them all
         if changed is None:
             idx.rebuild(self.handle.node_infos())
         elif changed:
             idx.refresh({name: self.handle.get_node_info(name) for name in changed})
         idx.cursor = cursor
         return idx
-
-    def _log_enter(self, gang: Gang, pin: Pin | None, placed: Placement, survey: DomainSurvey) -> None:
-        """The V(4) ``gangpack.pinGang.enter`` line: the pin, the placed members and the rooms."""
-        if not enabled(4):
-            return
-        pinned_domain = pin.domain.value if pin is not None else ""
-        focus = pinned_domain or placed.domain
-        log.info(
-            "gangpack.pinGang.enter",
-            v=4,
-            gang=gang.key,
-            minMember=gang.min_member,
-            topologyKey=gang.topology_key,
-            pinned=pin is not None,
-            pinnedDomain=pinned_domain,
-            nodesInPinnedDomain=len(survey.nodes_of(pinned_domain)) if pin is not None else 0,
-            boundDomain=placed.domain,
-            boundCount=placed.count,
-            freePinnedDomain=survey.room(pinned_domain) if pin is not None else 0,
-            freeByDomain={focus: survey.room(focus)} if focus else survey.rooms(),
-        )
 
     # ---- the pin ----------------------------------------------------------------------------
 
@@ -504,6 +485,48 @@ class PinPlanner:
             return Status.unschedulable(f"pinned domain {domain} has no node feasible for gang member {gang.key}")
         log.info("gangpack.pinGang.result", v=4, gang=gang.key, domain=domain, narrowedNodes=len(cands))
         return pin, {n.name for n in cands}
+
+
+def sibling_to_wait_for(
+    handle: Handle, pod: PodInfo, siblings: Sequence[PodInfo], placed: Sequence[Pod]
+) -> PodInfo | None:
+    """§9: the first unplaced sibling a required pod-affinity term of ``pod`` waits for."""
+    terms = pod.required_affinity_terms
+    if not terms:
+        return None
+    ns = handle.namespace(pod.namespace)
+    ns_labels = dict(ns.metadata.labels) if ns is not None else {}
+    for t in terms:
+        if t.matches(pod.pod, ns_labels):
+            continue
+        if any(t.matches(p, ns_labels) for p in placed):
+            continue
+        for s in siblings:
+            if not same_pod(s.pod, pod.pod) and t.matches(s.pod, ns_labels):
+                return s
+    return None
+
+
+def log_enter(gang: Gang, pin: Pin | None, placed: Placement, survey: DomainSurvey) -> None:
+    """The V(4) ``gangpack.pinGang.enter`` line: the pin, the placed members and the rooms."""
+    if not enabled(4):
+        return
+    pinned_domain = pin.domain.value if pin is not None else ""
+    focus = pinned_domain or placed.domain
+    log.info(
+        "gangpack.pinGang.enter",
+        v=4,
+        gang=gang.key,
+        minMember=gang.min_member,
+        topologyKey=gang.topology_key,
+        pinned=pin is not None,
+        pinnedDomain=pinned_domain,
+        nodesInPinnedDomain=len(survey.nodes_of(pinned_domain)) if pin is not None else 0,
+        boundDomain=placed.domain,
+        boundCount=placed.count,
+        freePinnedDomain=survey.room(pinned_domain) if pin is not None else 0,
+        freeByDomain={focus: survey.room(focus)} if focus else survey.rooms(),
+    )
 
 
 def _prefilter_identity(p: PodInfo) -> bytes:
