@@ -481,11 +481,53 @@ class Framework(FrameworkProfile):
 
     # ---- binding cycle --------------------------------------------------------------
 
+    def run_pre_bind_pre_flights(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
+        """``RunPreBindPreFlights``: None (Success) when some PreBind plugin has work for ``pod``
+        on ``node``, Skip when none has, else an Error (``running PreBindPreFlight "X": ...``,
+        or ``PreBindPreFlight X returned "C", which is unsupported. ...`` for any other code).
+
+        The plugins that returned Skip go to ``state.skip_pre_bind_plugins``: PreBind skips them.
+        """
+        start = time.perf_counter()
+        ret: Status | None = Status(Code.SKIP)
+        skip: set[str] = set()
+        try:
+            for pl in self.pre_bind_plugins:
+                t0 = time.perf_counter()
+                try:
+                    s = pl.pre_bind_pre_flight(state, pod, node)
+                except Exception as exc:
+                    s = Status.as_error(exc)
+                self._plugin_metric(state, pl.name, "PreBindPreFlight", s, t0)
+                if s is None or s.is_success():
+                    ret = None
+                elif s.is_skip():
+                    skip.add(pl.name)
+                elif s.code == Code.ERROR:
+                    log.error("Plugin failed", plugin=pl.name, pod=pod.key, node=node, err=s.message())
+                    ret = Status(Code.ERROR, f'running PreBindPreFlight "{pl.name}": {s.message()}', plugin=pl.name)
+                    return ret
+                else:
+                    msg = (
+                        f'PreBindPreFlight {pl.name} returned "{s.code.label()}", which is unsupported. '
+                        "It is supposed to return Success, Skip, or Error status"
+                    )
+                    ret = Status(Code.ERROR, msg, plugin=pl.name)
+                    return ret
+            state.skip_pre_bind_plugins = skip
+            return ret
+        finally:
+            self._observe("PreBindPreFlight", ret, start)
+
     async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
-        """``RunPreBindPlugins``: the first failing plugin's status, or None (Skip continues)."""
+        """``RunPreBindPlugins``: the first failing plugin's status, or None (Skip continues).
+        Plugins whose PreBindPreFlight returned Skip are not run."""
         start = time.perf_counter()
         ret: Status | None = None
+        skip = state.skip_pre_bind_plugins
         for pl in self.pre_bind_plugins:
+            if skip and pl.name in skip:
+                continue
             s = await _guarded(pl.pre_bind(state, pod, node), f'running PreBind plugin "{pl.name}"', pl.name)
             if s is not None and s.is_skip():
                 continue

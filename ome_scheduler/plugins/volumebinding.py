@@ -435,6 +435,17 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
 
     # ---- PreBind ------------------------------------------------------------------------
 
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
+        """``PreBindPreFlight``: Skip when every claim is bound already (or the pod has none),
+        Success when PreBind has bindings to write on ``node``, Error when the cycle found no
+        volumes for that node (``no pod volume found for node "X"``)."""
+        s: _State | None = state.get(_STATE)
+        if s is None or s.all_bound:
+            return Status(Code.SKIP)
+        if node not in s.by_node:
+            return Status.as_error(RuntimeError(f'no pod volume found for node "{node}"'))
+        return None
+
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
         """``PreBind``: write the bindings and provisioning requests, then wait until all claims are bound."""
         s: _State | None = state.get(_STATE)

@@ -400,6 +400,16 @@ class DynamicResources(
 
     # ---- PreBind ----------------------------------------------------------------------------
 
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
+        """``PreBindPreFlight``: Skip for a pod without claims, Success (PreBind writes or
+        reserves them) otherwise; Error when PreFilter left no state."""
+        s: _State | None = state.get(_STATE)
+        if s is None:
+            return Status(Code.ERROR, "not found")
+        if not s.claims:
+            return Status(Code.SKIP)
+        return None
+
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
         """``PreBind``: write the allocations and reserve every claim for the pod."""
         s: _State | None = state.get(_STATE)
