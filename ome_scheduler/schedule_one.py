@@ -78,12 +78,16 @@ class ScheduleOne:
     pod_groups: PodGroupState | None = None
     """Where a gang member's failure reason is kept for its PodGroup's ``ome.io/waiting-reason``."""
     binding_tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
+    cycle: int = field(default=0, init=False)
+    """Pods popped so far (``SchedulingQueue.SchedulingCycle``), skipped ones included: the
+    number of the current scheduling cycle, which OpportunisticBatching compares."""
 
     def __post_init__(self) -> None:
         self.algorithm = GenericScheduler(self.cache, self.metrics)
 
     def schedule_one(self, q: QueuedPodInfo) -> None:
         """``ScheduleOne``: one scheduling cycle; on success a binding-cycle task is started."""
+        self.cycle += 1
         pi = q.pod_info
         fw = self.frameworks.get(pi.pod.spec.scheduler_name)
         if fw is None:
@@ -123,7 +127,7 @@ class ScheduleOne:
         """
         pi = q.pod_info
         try:
-            host = self.algorithm.schedule_pod(fw, state, pi)
+            host = self.algorithm.schedule_pod(fw, state, pi, self.cycle)
         except FitError as fe:
             self.metrics.scheduling_algorithm_duration.observe(time.perf_counter() - start)
             nominated: str | None = None

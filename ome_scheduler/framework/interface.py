@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from ome_scheduler.metrics import Metrics
     from ome_scheduler.util.labels import Selector
 
+SignFragment = tuple[str, Any]
+"""``fwk.SignFragment``: (signer name, value encodable by ``msgspec.json``; ``signers.py``)."""
+
 MAX_NODE_SCORE = 100
 """``fwk.MaxNodeScore``: the top of every plugin's normalised score range."""
 
@@ -330,6 +333,24 @@ class Plugin:
         ``(object, what, detail)`` triples (``what`` a short stable label); the cache
         debugger logs them as drift. Default: no state of its own, nothing to report."""
         return []
+
+
+class SignPlugin(Plugin):
+    """``fwk.SignPlugin``: signs pods for OpportunisticBatching (``batch.py``).
+
+    Every PreFilter, Filter, PreScore and Score plugin of a profile must derive from it for the
+    profile to batch at all (``FrameworkProfile``'s ``sign_plugins``).
+    """
+
+    refuses_some: ClassVar[bool] = False
+    """True when :meth:`sign_pod` may refuse a pod. The framework asks those plugins first, so
+    a refused pod costs no other plugin's fragments (the signature does not depend on the
+    order: fragments of one signer name are equal whichever plugin gives them)."""
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | Status:
+        """``SignPod``: the fragments of ``pod`` this plugin's answers depend on (``signers.py``),
+        or a Status (Unschedulable: this pod cannot be signed, so it is not batched; Error)."""
+        raise NotImplementedError
 
 
 class PreEnqueuePlugin(Plugin):

@@ -95,6 +95,8 @@ from ome_scheduler.framework.interface import (
     PreScorePlugin,
     ReservePlugin,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
 )
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
@@ -150,6 +152,7 @@ class DynamicResources(
     ScorePlugin,
     ReservePlugin,
     PreBindPlugin,
+    SignPlugin,
 ):
     """Arguments: :class:`~ome_scheduler.config.pluginargs.DynamicResourcesArgs` (validated).
 
@@ -175,6 +178,14 @@ class DynamicResources(
         plugin = cls(handle, args, options.api_writer)
         plugin.metrics = options.metrics
         return plugin
+
+    refuses_some = True
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | Status:
+        """``SignPod``: refuses a pod with resource claims; nothing to add otherwise."""
+        if pod.pod.spec.resource_claims:
+            return Status.unschedulable("pods with dra resource claims are not signable")
+        return []
 
     @property
     def manager(self) -> DRAManager:
