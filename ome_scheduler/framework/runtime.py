@@ -28,8 +28,9 @@ upstream's wrapping message:
   Unschedulable with that text as the PostFilter message, as upstream's ``schedulingCycle``.
 * Reserve: ``running Reserve plugin "X": ...``; Permit: ``running Permit plugin "X": ...``.
   The point stops there; every Reserve plugin is unreserved and the pod retried with backoff.
-* PreBind: ``running PreBind plugin "X": ...``; Bind: ``running Bind plugin "X": ...``. The
-  binding cycle fails: the pod is unreserved, forgotten and requeued.
+* PreBindPreFlight: ``running PreBindPreFlight "X": ...``; PreBind: ``running PreBind plugin
+  "X": ...``; Bind: ``running Bind plugin "X": ...``. The binding cycle fails: the pod is
+  unreserved, forgotten and requeued.
 * Unreserve and PostBind cannot fail upstream: the exception is logged and the other plugins
   still run.
 
