@@ -280,3 +280,53 @@ def test_signatures_ignore_order_and_volume_names_and_refuse_affinity_and_claims
     anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []}}
     assert sig("a", {"affinity": anti}) is None
     assert sig("a", {"resourceClaims": [{"name": "c", "resourceClaimName": "c"}]}) is None
+
+
+def _ranked_cluster() -> Env:
+    """Four nodes that take one pod each, where rescoring after the best one is full would
+    reorder the rest: NodeAffinity's normalisation (by the best node's preference) gives n-c
+    twice its first score once n-a (the most preferred) is out, enough to pass n-b; n-d's two
+    PreferNoSchedule taints keep TaintToleration's scale fixed."""
+    env = Env(_config())
+    prefer = {"effect": "PreferNoSchedule", "value": "x"}
+    env.add_node(node("n-a", {"pa": "yes"}, alloc={"pods": "1"}))
+    env.add_node(node("n-b", alloc={"pods": "1"}))
+    env.add_node(node("n-c", {"pc": "yes"}, alloc={"pods": "1"}, taints=[{"key": "t1", **prefer}]))
+    taints = [{"key": "t1", **prefer}, {"key": "t2", **prefer}]
+    env.add_node(node("n-d", alloc={"pods": "1"}, taints=taints))
+    return env
+
+
+_PREFERRING = {
+    "affinity": {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 10,
+                    "preference": {"matchExpressions": [{"key": "pa", "operator": "In", "values": ["yes"]}]},
+                },
+                {"weight": 5, "preference": {"matchExpressions": [{"key": "pc", "operator": "In", "values": ["yes"]}]}},
+            ]
+        }
+    }
+}
+
+
+def _sequence(env: Env, gap: bool) -> list[str]:
+    """Four identical pods in consecutive cycles (``gap``: another cycle between each)."""
+    fw = env.s.frameworks[env.profile]
+    out = []
+    cycle = 0
+    for i in range(4):
+        cycle += 2 if gap else 1
+        pi = PodInfo(_web(f"p{i}", spec=_PREFERRING))
+        host = env.s.cycles.algorithm.schedule_pod(fw, CycleState(), pi, cycle)
+        env.s.cache.assume_pod(pi.with_node(host), host)
+        out.append(host)
+    return out
+
+
+def test_batched_pods_follow_the_first_ranking_where_rescoring_would_reorder() -> None:
+    """No cluster change at all: NodeAffinity's normalisation alone makes rescoring differ."""
+    assert _sequence(_ranked_cluster(), gap=False) == ["n-a", "n-b", "n-c", "n-d"]
+    assert _sequence(_ranked_cluster(), gap=True) == ["n-a", "n-c", "n-b", "n-d"]
