@@ -327,6 +327,7 @@ def _sequence(env: Env, gap: bool) -> list[str]:
 
 
 def test_batched_pods_follow_the_first_ranking_where_rescoring_would_reorder() -> None:
-    """No cluster change at all: NodeAffinity's normalisation alone makes rescoring differ."""
+    """No cluster change at all: NodeAffinity's normalisation alone makes rescoring differ (the case
+    e2e/test_parity_batching.py runs against kube-scheduler)."""
     assert _sequence(_ranked_cluster(), gap=False) == ["n-a", "n-b", "n-c", "n-d"]
     assert _sequence(_ranked_cluster(), gap=True) == ["n-a", "n-c", "n-b", "n-d"]
