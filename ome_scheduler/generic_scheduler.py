@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from itertools import chain, compress, islice
 
 from ome_scheduler.backend.cache import SchedulerCache
+from ome_scheduler.framework.batch import SortedScoredNodes
 from ome_scheduler.framework.equivalence import FEASIBLE, FEASIBLE_MASK, INFEASIBLE, UNKNOWN, ShapeTable
 from ome_scheduler.framework.interface import CycleState
 from ome_scheduler.framework.runtime import Diagnosis, FitError, Framework
@@ -69,8 +70,13 @@ class GenericScheduler:
         self.next_start_node_index = 0
         """Where the next Filter pass starts, so successive pods spread their search."""
 
-    def schedule_pod(self, fw: Framework, state: CycleState, pi: PodInfo) -> str:
+    def schedule_pod(self, fw: Framework, state: CycleState, pi: PodInfo, cycle: int = 0) -> str:
         """``schedulePod``: the chosen node's name.
+
+        ``cycle`` is the scheduling cycle's number (the queue's pops, ``CurrentCycle``):
+        OpportunisticBatching (``framework/batch.py``) offers a hint only in the cycle right
+        after the one that stored a ranking, so callers that do not count cycles (0) never get
+        one. A profile that cannot sign (``fw.batch`` None) skips all of it.
 
         Raises:
             NoNodesAvailable: the cluster has no nodes.
@@ -90,14 +96,22 @@ class GenericScheduler:
             diag.pre_filter_msg = st.message()
             diag.add_plugin_status(st)
             raise FitError(pi, len(all_nodes), diag)
+        batch = fw.batch
+        hint = ""
+        signature: bytes | None = None
+        if batch is not None:
+            hint, signature = batch.get_node_hint(state, pi, cycle)
         nominated = pi.pod.status.nominated_node_name
-        if nominated:
+        if nominated or hint:
             # ``evaluateNominatedNode``: a node the pod was nominated to (a gang member that
-            # waited at Permit there) is tried alone first.
-            ni = self.cache.get_node_info(nominated)
-            if ni is not None and (result is None or nominated in result):
+            # waited at Permit there), else the batch's hint, is tried alone first.
+            first = nominated or hint
+            ni = self.cache.get_node_info(first)
+            if ni is not None and (result is None or first in result):
                 if fw.run_filter_with_nominated_pods(state, pi, ni) is None:
-                    return nominated
+                    if batch is not None:
+                        batch.store_schedule_results(signature, hint, first, None, cycle)
+                    return first
         nodes: Sequence[NodeInfo] = all_nodes
         if result is not None:
             nodes = [n for n in (self.cache.get_node_info(name) for name in result) if n is not None]
@@ -123,6 +137,8 @@ class GenericScheduler:
         if not feasible:
             raise FitError(pi, len(all_nodes), diag)
         if len(feasible) == 1 or not fw.has_score_plugins():
+            if batch is not None:
+                batch.store_schedule_results(signature, hint, feasible[0].name, None, cycle)
             return feasible[0].name
         pst = fw.run_pre_score(state, pi, feasible)
         if pst is not None:
@@ -133,17 +149,27 @@ class GenericScheduler:
             totals = fw.run_score(state, pi, feasible)
         if isinstance(totals, Status):
             raise RuntimeError(totals.message())
-        return self.select_host(pi, feasible, totals)
+        if batch is None:
+            return self.select_host(pi, feasible, totals)
+        best_i = self.select_host_index(pi, feasible, totals)
+        host = feasible[best_i].name
+        batch.store_schedule_results(signature, hint, host, SortedScoredNodes(feasible, totals, best_i), cycle)
+        return host
+
+    @classmethod
+    def select_host(cls, pi: PodInfo, feasible: Sequence[NodeInfo], totals: Sequence[int]) -> str:
+        """``selectHost``: a node with the highest total score, ties broken at random."""
+        return feasible[cls.select_host_index(pi, feasible, totals)].name
 
     @staticmethod
-    def select_host(pi: PodInfo, feasible: Sequence[NodeInfo], totals: Sequence[int]) -> str:
-        """``selectHost``: a node with the highest total score, ties broken at random."""
+    def select_host_index(pi: PodInfo, feasible: Sequence[NodeInfo], totals: Sequence[int]) -> int:
+        """:meth:`select_host`'s choice, as an index into ``feasible``."""
         best = max(totals)
         best_i = random.choice(list(compress(range(len(totals)), map(best.__eq__, totals))))
         if enabled(10):
             for n, t in zip(feasible, totals, strict=True):
                 log.info("Calculated node's final score for pod", v=10, pod=pi.key, node=n.name, score=t)
-        return feasible[best_i].name
+        return best_i
 
     def find_nodes_that_pass_filters(
         self,

@@ -124,6 +124,26 @@ class Metrics:
             ["queue", "event"],
             "STABLE",
         )
+        self.batch_attempts = counter(
+            s + "batch_attempts", "Counts of results when we attempt to use batching.", ["profile", "result"], "ALPHA"
+        )
+        self.batch_cache_flushed = counter(
+            s + "batch_cache_flushed", "Counts of cache flushes by reason.", ["profile", "reason"], "ALPHA"
+        )
+        self.get_node_hint_duration = hist(
+            s + "get_node_hint_duration_seconds",
+            "Latency for getting a node hint.",
+            ["hinted", "profile"],
+            "ALPHA",
+            _exp(0.00001, 2, 12),
+        )
+        self.store_schedule_results_duration = hist(
+            s + "store_schedule_results_duration_seconds",
+            "Latency for getting a no.",
+            ["profile"],
+            "ALPHA",
+            _exp(0.00001, 2, 12),
+        )
         self.permit_wait_duration = hist(
             s + "permit_wait_duration_seconds",
             "Duration of waiting on permit.",

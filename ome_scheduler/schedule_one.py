@@ -78,12 +78,16 @@ class ScheduleOne:
     pod_groups: PodGroupState | None = None
     """Where a gang member's failure reason is kept for its PodGroup's ``ome.io/waiting-reason``."""
     binding_tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
+    cycle: int = field(default=0, init=False)
+    """Pods popped so far (``SchedulingQueue.SchedulingCycle``), skipped ones included: the
+    number of the current scheduling cycle, which OpportunisticBatching compares."""
 
     def __post_init__(self) -> None:
         self.algorithm = GenericScheduler(self.cache, self.metrics)
 
     def schedule_one(self, q: QueuedPodInfo) -> None:
         """``ScheduleOne``: one scheduling cycle; on success a binding-cycle task is started."""
+        self.cycle += 1
         pi = q.pod_info
         fw = self.frameworks.get(pi.pod.spec.scheduler_name)
         if fw is None:
@@ -123,7 +127,7 @@ class ScheduleOne:
         """
         pi = q.pod_info
         try:
-            host = self.algorithm.schedule_pod(fw, state, pi)
+            host = self.algorithm.schedule_pod(fw, state, pi, self.cycle)
         except FitError as fe:
             self.metrics.scheduling_algorithm_duration.observe(time.perf_counter() - start)
             nominated: str | None = None
@@ -164,15 +168,43 @@ class ScheduleOne:
     async def binding_cycle(
         self, fw: Framework, state: CycleState, q: QueuedPodInfo, assumed: PodInfo, host: str, start: float
     ) -> None:
-        """``bindingCycle``: wait at Permit, PreBind, Bind, the ``Scheduled`` event, PostBind."""
+        """``bindingCycle``: PreBindPreFlight, wait at Permit, PreBind, Bind, the ``Scheduled``
+        event, PostBind.
+
+        NominatedNodeNameForExpectation: when a PreBind plugin has work for the pod
+        (``run_pre_bind_pre_flights`` Success: VolumeBinding with claims to bind, DynamicResources
+        with claims), ``status.nominatedNodeName`` is patched to ``host`` first, as upstream; a
+        pod waiting at Permit without such work is nominated once it has waited
+        ``NOMINATE_AFTER_S``. A PreBindPreFlight Error fails the binding cycle.
+        """
         try:
             wp = fw.waiting_pods.get(assumed.pod_key)
-            if wp is not None:
-                # NominatedNodeNameForExpectation: show where the waiting pod is about to go,
-                # once it has waited long enough for that to be news (NOMINATE_AFTER_S).
+            pre = fw.run_pre_bind_pre_flights(state, assumed, host)
+            if pre is not None and not pre.is_skip():
+                if wp is not None:
+                    # The binding cycle ends before its wait: the pod must not stay parked.
+                    wp.reject(pre.plugin, pre.message())
+                    fw.waiting_pods.remove(assumed.pod_key)
+                self.handle_binding_cycle_error(fw, state, q, assumed, host, start, pre, None)
+                return
+            if pre is None:
+                try:
+                    await self.recorder.nominate(q.pod, host)
+                except Exception as exc:
+                    # Upstream carries on: "not critical enough to stop binding cycles here".
+                    log.error(
+                        "Failed to update the nominated node name in the binding cycle",
+                        pod=assumed.key,
+                        nominatedNodeName=host,
+                        err=repr(exc),
+                    )
+            elif wp is not None:
+                # Show where the waiting pod is about to go, once it has waited long enough for
+                # that to be news (NOMINATE_AFTER_S).
                 await asyncio.wait((wp.settled,), timeout=NOMINATE_AFTER_S)
                 if not wp.settled.done():
                     await self.recorder.nominate(q.pod, host, abandon=wp.settled)
+            if wp is not None:
                 st = await fw.wait_on_permit(assumed)
                 if st is not None:
                     fit_error = None

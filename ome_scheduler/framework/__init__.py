@@ -7,7 +7,8 @@ hints), ``profile.py`` (builds a profile's framework: defaults merged, plugins b
 multiPoint expanded, weights), ``runtime.py`` (runs them at each extension point, with one
 rule for plugin exceptions; FitError), ``scoring.py`` (the Score path, plain and cached),
 ``waiting_pods.py`` (pods parked at Permit), ``equivalence.py`` (per-shape Filter/Score
-reuse), ``fence.py`` (no Binding from a leader whose lease may have passed). No I/O: the
+reuse), ``signers.py`` (pod signatures) and ``batch.py`` (OpportunisticBatching),
+``fence.py`` (no Binding from a leader whose lease may have passed). No I/O: the
 whole engine runs in unit tests and offline.
 
 May import: api, util, config, framework, logs, metrics.

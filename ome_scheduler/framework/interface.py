@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ome_scheduler.framework.events import ClusterEventWithHint
-from ome_scheduler.framework.status import Status
+from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import AffinityTerm, GangKey, GangPlacement, NodeInfo, PodInfo, PodKey, QueuedPodInfo
 
 if TYPE_CHECKING:
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from ome_scheduler.metrics import Metrics
     from ome_scheduler.util.labels import Selector
 
+SignFragment = tuple[str, Any]
+"""``fwk.SignFragment``: (signer name, value encodable by ``msgspec.json``; ``signers.py``)."""
+
 MAX_NODE_SCORE = 100
 """``fwk.MaxNodeScore``: the top of every plugin's normalised score range."""
 
@@ -34,15 +37,17 @@ class CycleState:
     """Per-cycle scratch space shared by the plugins of one scheduling attempt.
 
     ``data`` holds plugin state keyed by plugin-chosen strings; ``skip_filter_plugins`` and
-    ``skip_score_plugins`` record plugins whose PreFilter/PreScore returned Skip.
+    ``skip_score_plugins`` record plugins whose PreFilter/PreScore returned Skip,
+    ``skip_pre_bind_plugins`` those whose PreBindPreFlight did.
     """
 
-    __slots__ = ("data", "skip_filter_plugins", "skip_score_plugins", "record_plugin_metrics")
+    __slots__ = ("data", "skip_filter_plugins", "skip_score_plugins", "skip_pre_bind_plugins", "record_plugin_metrics")
 
     def __init__(self) -> None:
         self.data: dict[str, Any] = {}
         self.skip_filter_plugins: set[str] = set()
         self.skip_score_plugins: set[str] = set()
+        self.skip_pre_bind_plugins: set[str] = set()
         self.record_plugin_metrics = False
 
     def write(self, key: str, value: Any) -> None:
@@ -65,6 +70,7 @@ class CycleState:
         out.data = {k: (v.clone() if hasattr(v, "clone") else v) for k, v in self.data.items()}
         out.skip_filter_plugins = set(self.skip_filter_plugins)
         out.skip_score_plugins = set(self.skip_score_plugins)
+        out.skip_pre_bind_plugins = set(self.skip_pre_bind_plugins)
         out.record_plugin_metrics = self.record_plugin_metrics
         return out
 
@@ -329,6 +335,24 @@ class Plugin:
         return []
 
 
+class SignPlugin(Plugin):
+    """``fwk.SignPlugin``: signs pods for OpportunisticBatching (``batch.py``).
+
+    Every PreFilter, Filter, PreScore and Score plugin of a profile must derive from it for the
+    profile to batch at all (``FrameworkProfile``'s ``sign_plugins``).
+    """
+
+    refuses_some: ClassVar[bool] = False
+    """True when :meth:`sign_pod` may refuse a pod. The framework asks those plugins first, so
+    a refused pod costs no other plugin's fragments (the signature does not depend on the
+    order: fragments of one signer name are equal whichever plugin gives them)."""
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | Status:
+        """``SignPod``: the fragments of ``pod`` this plugin's answers depend on (``signers.py``),
+        or a Status (Unschedulable: this pod cannot be signed, so it is not batched; Error)."""
+        raise NotImplementedError
+
+
 class PreEnqueuePlugin(Plugin):
     """``PreEnqueuePlugin``: may keep a pod out of activeQ (gated) before any cycle.
 
@@ -479,6 +503,16 @@ class PreBindPlugin(Plugin):
     May do slow work (VolumeBinding waits for volumes). Returns Success, Skip, or a failure
     that un-reserves the pod and sends it back to the queue.
     """
+
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
+        """``PreBindPreFlight``: whether :meth:`pre_bind` has work for this pod on ``node``,
+        asked at the start of the binding cycle (NominatedNodeNameForExpectation).
+
+        Returns None (Success: PreBind will do something, so the pod is nominated to ``node``
+        first), Skip (nothing to do: PreBind is skipped for this plugin) or Error. Any other
+        code is unsupported and fails the binding cycle. The default is Skip (no work).
+        """
+        return Status(Code.SKIP)
 
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
         """Work before the Binding (may wait); None or Skip to continue."""

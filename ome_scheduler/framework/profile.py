@@ -37,9 +37,13 @@ from ome_scheduler.framework.interface import (
     QueueSortPlugin,
     ReservePlugin,
     ScorePlugin,
+    SignPlugin,
 )
 from ome_scheduler.framework.scoring import Scorer
 from ome_scheduler.framework.waiting_pods import WaitingPodsMap
+from ome_scheduler.logs import get_logger
+
+log = get_logger()
 
 P = TypeVar("P", bound=Plugin)
 
@@ -194,6 +198,31 @@ class FrameworkProfile:
                 raise ConfigError(f"profiles[{profile_index}].plugins.score: Invalid value: {w}: weight of {pl.name}")
         self._token_plugins = [pl for pl in self.plugins.values() if type(pl).cache_token is not Plugin.cache_token]
         self.scorer = Scorer(self.score_plugins, self.score_weights)
+        self.sign_plugins = self._batchable_plugins()
+        """The plugins that sign pods (OpportunisticBatching), those that may refuse first; None
+        when some PreFilter, Filter, PreScore or Score plugin cannot sign: the profile never
+        batches and signs nothing."""
+
+    def _batchable_plugins(self) -> list[SignPlugin] | None:
+        """``computeBatchablePlugins``: every PreFilter, Filter, PreScore and Score plugin
+        (each once), or None when one of them is no :class:`SignPlugin` (logged as upstream's
+        ``Disabling signatures for profile because plugins do not support it.``, at V(2) rather
+        than upstream's V(0), so the offline tools, which build the chart's profile, stay quiet)."""
+        seen: dict[str, Plugin] = {}
+        for pl in (*self.pre_filter_plugins, *self.filter_plugins, *self.pre_score_plugins, *self.score_plugins):
+            seen.setdefault(pl.name, pl)
+        unsupported = sorted(name for name, pl in seen.items() if not isinstance(pl, SignPlugin))
+        if unsupported:
+            log.info(
+                "Disabling signatures for profile because plugins do not support it.",
+                v=2,
+                profile=self.profile_name,
+                plugins=unsupported,
+            )
+            return None
+        signers = [pl for pl in seen.values() if isinstance(pl, SignPlugin)]
+        signers.sort(key=lambda pl: not pl.refuses_some)
+        return signers
 
     def _expand(self, camel: str, base: type[P], plugins: Plugins) -> list[P]:
         """``expandMultiPointPlugins`` for one extension point."""

@@ -28,8 +28,9 @@ upstream's wrapping message:
   Unschedulable with that text as the PostFilter message, as upstream's ``schedulingCycle``.
 * Reserve: ``running Reserve plugin "X": ...``; Permit: ``running Permit plugin "X": ...``.
   The point stops there; every Reserve plugin is unreserved and the pod retried with backoff.
-* PreBind: ``running PreBind plugin "X": ...``; Bind: ``running Bind plugin "X": ...``. The
-  binding cycle fails: the pod is unreserved, forgotten and requeued.
+* PreBindPreFlight: ``running PreBindPreFlight "X": ...``; PreBind: ``running PreBind plugin
+  "X": ...``; Bind: ``running Bind plugin "X": ...``. The binding cycle fails: the pod is
+  unreserved, forgotten and requeued.
 * Unreserve and PostBind cannot fail upstream: the exception is logged and the other plugins
   still run.
 
@@ -46,6 +47,7 @@ from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ome_scheduler.framework.batch import OpportunisticBatch
 from ome_scheduler.framework.equivalence import ShapeTable
 from ome_scheduler.framework.events import ClusterEvent, ClusterEventWithHint
 from ome_scheduler.framework.interface import (
@@ -59,6 +61,7 @@ from ome_scheduler.framework.interface import (
     ReservePlugin,
 )
 from ome_scheduler.framework.profile import FrameworkProfile
+from ome_scheduler.framework.signers import PodSigner
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.framework.waiting_pods import WaitingPod
@@ -126,6 +129,22 @@ class Framework(FrameworkProfile):
     Raises ConfigError from the constructor when a plugin is unknown, registered twice at
     one point, or rejects its arguments.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.batch: OpportunisticBatch | None = None
+        """OpportunisticBatching's kept ranking (``batch.py``); None when the profile cannot
+        sign (``sign_plugins`` is None), and then nothing is signed or kept."""
+        self.signer: PodSigner | None = None
+        if self.sign_plugins is not None:
+            self.signer = PodSigner(self.sign_plugins, self._plugin_metric, self._observe)
+            self.batch = OpportunisticBatch(
+                self.profile_name, self.metrics, self.signer.sign, self.run_filter, self.handle.get_node_info
+            )
+
+    def sign_pod(self, state: CycleState, pod: PodInfo) -> bytes | None:
+        """``SignPod`` (``signers.PodSigner.sign``); None when the profile cannot sign."""
+        return self.signer.sign(state, pod) if self.signer is not None else None
 
     # ---- queueing -------------------------------------------------------------------
 
@@ -481,11 +500,41 @@ class Framework(FrameworkProfile):
 
     # ---- binding cycle --------------------------------------------------------------
 
+    def run_pre_bind_pre_flights(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
+        """``RunPreBindPreFlights``: None (Success) when some PreBind plugin has work for ``pod``
+        on ``node``, Skip when none has (those plugins go to ``state.skip_pre_bind_plugins``,
+        which PreBind skips), else an Error (:func:`_pre_flight_error`)."""
+        start = time.perf_counter()
+        ret: Status | None = Status(Code.SKIP)
+        skip: set[str] = set()
+        for pl in self.pre_bind_plugins:
+            t0 = time.perf_counter()
+            try:
+                s = pl.pre_bind_pre_flight(state, pod, node)
+            except Exception as exc:
+                s = Status.as_error(exc)
+            self._plugin_metric(state, pl.name, "PreBindPreFlight", s, t0)
+            if s is None or s.is_success():
+                ret = None
+            elif s.is_skip():
+                skip.add(pl.name)
+            else:
+                ret = _pre_flight_error(pl.name, pod, node, s)
+                break
+        else:
+            state.skip_pre_bind_plugins = skip
+        self._observe("PreBindPreFlight", ret, start)
+        return ret
+
     async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
-        """``RunPreBindPlugins``: the first failing plugin's status, or None (Skip continues)."""
+        """``RunPreBindPlugins``: the first failing plugin's status, or None (Skip continues).
+        Plugins whose PreBindPreFlight returned Skip are not run."""
         start = time.perf_counter()
         ret: Status | None = None
+        skip = state.skip_pre_bind_plugins
         for pl in self.pre_bind_plugins:
+            if skip and pl.name in skip:
+                continue
             s = await _guarded(pl.pre_bind(state, pod, node), f'running PreBind plugin "{pl.name}"', pl.name)
             if s is not None and s.is_skip():
                 continue
@@ -519,6 +568,20 @@ class Framework(FrameworkProfile):
             except Exception as exc:
                 log.error("PostBind plugin failed", plugin=pl.name, pod=pod.key, node=node, err=repr(exc), exc_info=exc)
         self._observe("PostBind", None, start)
+
+
+def _pre_flight_error(plugin: str, pod: PodInfo, node: str, s: Status) -> Status:
+    """A PreBindPreFlight that neither succeeded nor skipped: an Error as
+    ``running PreBindPreFlight "X": ...``, any other code as ``PreBindPreFlight X returned "C",
+    which is unsupported. ...`` (Unschedulable included: it is no answer there)."""
+    if s.code == Code.ERROR:
+        log.error("Plugin failed", plugin=plugin, pod=pod.key, node=node, err=s.message())
+        return Status(Code.ERROR, f'running PreBindPreFlight "{plugin}": {s.message()}', plugin=plugin)
+    msg = (
+        f'PreBindPreFlight {plugin} returned "{s.code.label()}", which is unsupported. '
+        "It is supposed to return Success, Skip, or Error status"
+    )
+    return Status(Code.ERROR, msg, plugin=plugin)
 
 
 async def _guarded(call: Awaitable[Status | None], what: str, plugin: str) -> Status | None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ome_scheduler.framework.interface import MAX_NODE_SCORE, CycleState, Handle, ScorePlugin
+from ome_scheduler.framework.interface import MAX_NODE_SCORE, CycleState, Handle, ScorePlugin, SignFragment, SignPlugin
+from ome_scheduler.framework.signers import IMAGE_NAMES_SIGNER
+from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 
 MB = 1024 * 1024
@@ -48,7 +50,7 @@ def sum_image_scores(node: NodeInfo, images: Sequence[str], total_nodes: int) ->
     return total
 
 
-class ImageLocality(ScorePlugin):
+class ImageLocality(ScorePlugin, SignPlugin):
     """Score only; weight 1 in the default profile."""
 
     name = "ImageLocality"
@@ -56,6 +58,13 @@ class ImageLocality(ScorePlugin):
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | Status:
+        """``SignPod``: the distinct normalised image names of every container and init
+        container, sorted."""
+        spec = pod.pod.spec
+        names = {normalized_image_name(c.image) for c in (*spec.containers, *spec.init_containers)}
+        return [(IMAGE_NAMES_SIGNER, sorted(names))]
 
     def score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
         """``Score`` per node: 0..100 from the bytes of the pod's images the node already holds."""

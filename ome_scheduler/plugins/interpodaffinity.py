@@ -31,7 +31,10 @@ from ome_scheduler.framework.interface import (
     PreFilterPlugin,
     PreScorePlugin,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
 )
+from ome_scheduler.framework.signers import LABELS_SIGNER
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import AffinityTerm, NodeInfo, PodInfo
 
@@ -108,7 +111,7 @@ def _inc(m: dict[Pair, int], labels: Mapping[str, str], key: str, v: int = 1) ->
         m[p] = m.get(p, 0) + v
 
 
-class InterPodAffinity(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreScorePlugin, ScorePlugin):
+class InterPodAffinity(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreScorePlugin, ScorePlugin, SignPlugin):
     """Arguments: :class:`InterPodAffinityArgs` (validated)."""
 
     name = "InterPodAffinity"
@@ -117,6 +120,19 @@ class InterPodAffinity(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreSc
         self.handle = handle
         self.hard_weight = args.hard_pod_affinity_weight
         self.ignore_preferred_of_existing = args.ignore_preferred_terms_of_existing_pods
+
+    refuses_some = True
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | Status:
+        """``SignPod``: refuses a pod with pod affinity or anti-affinity; else the pod's labels
+        (other pods' terms may match them), or nothing with
+        ``ignorePreferredTermsOfExistingPods``."""
+        aff = pod.pod.spec.affinity
+        if aff is not None and (aff.pod_affinity is not None or aff.pod_anti_affinity is not None):
+            return Status.unschedulable("pods with InterPodAffinity are not signable")
+        if self.ignore_preferred_of_existing:
+            return []
+        return [(LABELS_SIGNER, pod.pod.metadata.labels)]
 
     def _ns_labels(self, namespace: str) -> dict[str, str]:
         ns = self.handle.namespace(namespace)

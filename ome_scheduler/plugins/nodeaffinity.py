@@ -17,7 +17,16 @@ from typing import Any
 from ome_scheduler.api.core import Node, Pod, PreferredSchedulingTerm
 from ome_scheduler.config.pluginargs import NodeAffinityArgs
 from ome_scheduler.framework.events import ActionType, ClusterEventWithHint, QueueingHint, on, queueing_hint
-from ome_scheduler.framework.interface import CycleState, FilterPlugin, PreFilterPlugin, PreScorePlugin, ScorePlugin
+from ome_scheduler.framework.interface import (
+    CycleState,
+    FilterPlugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    SignFragment,
+    SignPlugin,
+)
+from ome_scheduler.framework.signers import NODE_AFFINITY_SIGNER, NODE_SELECTOR_SIGNER, node_affinity_signer
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.plugins.helper import default_normalize_score
@@ -55,7 +64,7 @@ class PreferredTerms:
         return sum(w for w, exprs, fields in self.terms if term_matches(exprs, fields, name, labels))
 
 
-class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
+class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, SignPlugin):
     """``NodeAffinity``: ``nodeSelector``, required and preferred node affinity, ``addedAffinity``."""
 
     name = "NodeAffinity"
@@ -72,6 +81,13 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
             )
         if added.preferred_during_scheduling_ignored_during_execution:
             self.added_preferred = PreferredTerms(added.preferred_during_scheduling_ignored_during_execution)
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | Status:
+        """``SignPod``: the pod's node affinity (``NodeAffinitySigner``) and node selector."""
+        return [
+            (NODE_AFFINITY_SIGNER, node_affinity_signer(pod.pod)),
+            (NODE_SELECTOR_SIGNER, pod.pod.spec.node_selector),
+        ]
 
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]

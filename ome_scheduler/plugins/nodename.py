@@ -8,18 +8,23 @@ from __future__ import annotations
 from typing import Any
 
 from ome_scheduler.framework.events import ActionType, ClusterEventWithHint, on
-from ome_scheduler.framework.interface import CycleState, FilterPlugin
+from ome_scheduler.framework.interface import CycleState, FilterPlugin, SignFragment, SignPlugin
+from ome_scheduler.framework.signers import NODE_NAME_SIGNER
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 
 ERR_REASON = "node(s) didn't match the requested node name"
 
 
-class NodeName(FilterPlugin):
+class NodeName(FilterPlugin, SignPlugin):
     """``NodeName``: a pod with ``spec.nodeName`` fits only that node."""
 
     name = "NodeName"
     node_local_filter = True
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | Status:
+        """``SignPod``: the pod's ``spec.nodeName``."""
+        return [(NODE_NAME_SIGNER, pod.pod.spec.node_name)]
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         """UnschedulableAndUnresolvable on every node other than ``spec.nodeName``."""

@@ -13,18 +13,23 @@ from typing import Any
 
 from ome_scheduler.api.core import Pod
 from ome_scheduler.framework.events import ActionType, ClusterEventWithHint, QueueingHint, on, queueing_hint
-from ome_scheduler.framework.interface import CycleState, FilterPlugin, PreFilterPlugin
+from ome_scheduler.framework.interface import CycleState, FilterPlugin, PreFilterPlugin, SignFragment, SignPlugin
+from ome_scheduler.framework.signers import HOST_PORTS_SIGNER, host_ports_signer
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import HostPortInfo, NodeInfo, PodInfo
 
 ERR_REASON = "node(s) didn't have free ports for the requested pod ports"
 
 
-class NodePorts(PreFilterPlugin, FilterPlugin):
+class NodePorts(PreFilterPlugin, FilterPlugin, SignPlugin):
     """``NodePorts``: host ports (sidecars' included) must be free on the node."""
 
     name = "NodePorts"
     node_local_filter = True
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | Status:
+        """``SignPod``: the pod's host ports (``HostPortsSigner``)."""
+        return [(HOST_PORTS_SIGNER, host_ports_signer(pod.pod))]
 
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]

@@ -12,7 +12,8 @@ from typing import Any
 
 from ome_scheduler.api.core import Node, Pod, Taint
 from ome_scheduler.framework.events import ClusterEventWithHint, QueueingHint, queueing_hint
-from ome_scheduler.framework.interface import CycleState, FilterPlugin
+from ome_scheduler.framework.interface import CycleState, FilterPlugin, SignFragment, SignPlugin
+from ome_scheduler.framework.signers import TOLERATIONS_SIGNER, tolerations_signer
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.plugins.helper import taint_events, tolerations_tolerate_taint
@@ -26,11 +27,15 @@ def tolerates_unschedulable(pod: Pod) -> bool:
     return tolerations_tolerate_taint(pod.spec.tolerations, _UNSCHEDULABLE_TAINT)
 
 
-class NodeUnschedulable(FilterPlugin):
+class NodeUnschedulable(FilterPlugin, SignPlugin):
     """``NodeUnschedulable``: cordoned nodes (``spec.unschedulable``) only for pods that tolerate them."""
 
     name = "NodeUnschedulable"
     node_local_filter = True
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | Status:
+        """``SignPod``: the pod's tolerations (``TolerationsSigner``)."""
+        return [(TOLERATIONS_SIGNER, tolerations_signer(pod.pod))]
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         """UnschedulableAndUnresolvable ``node(s) were unschedulable`` on a cordoned node."""

@@ -60,7 +60,15 @@ from ome_scheduler.framework.events import (
     on,
     queueing_hint,
 )
-from ome_scheduler.framework.interface import CycleState, FilterPlugin, Handle, PreFilterPlugin
+from ome_scheduler.framework.interface import (
+    CycleState,
+    FilterPlugin,
+    Handle,
+    PreFilterPlugin,
+    SignFragment,
+    SignPlugin,
+)
+from ome_scheduler.framework.signers import VOLUMES_SIGNER, volumes_signer
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.plugins.csitranslation import (
@@ -110,7 +118,7 @@ def _counted_volume(v: Volume) -> bool:
     return v.persistent_volume_claim is not None or v.ephemeral is not None or inline_plugin(v) != ""
 
 
-class NodeVolumeLimits(PreFilterPlugin, FilterPlugin):
+class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, SignPlugin):
     """No arguments. Reads PVs, claims, StorageClasses, CSINodes and VolumeAttachments from the
     handle's :class:`~ome_scheduler.plugins.volumestore.VolumeStore`: the informers' copies of PVs
     and claims, as upstream's listers (VolumeBinding's assumptions are not seen)."""
@@ -121,6 +129,10 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin):
         self.handle = handle
         self.random_prefix = "".join(random.choices(_ID_ALPHABET, k=32))
         """``randomVolumeIDPrefix``: unbound claims' handles can never equal a real volume's."""
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | Status:
+        """``SignPod``: the pod's volume sources (``VolumesSigner``)."""
+        return [(VOLUMES_SIGNER, volumes_signer(pod.pod))]
 
     @property
     def store(self) -> VolumeStore:

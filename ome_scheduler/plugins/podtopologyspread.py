@@ -41,6 +41,8 @@ from ome_scheduler.framework.interface import (
     PreFilterPlugin,
     PreScorePlugin,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
 )
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
@@ -217,7 +219,7 @@ def _round_half_away(x: float) -> int:
     return int(math.floor(x + 0.5)) if x >= 0 else -int(math.floor(-x + 0.5))
 
 
-class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreScorePlugin, ScorePlugin):
+class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreScorePlugin, ScorePlugin, SignPlugin):
     """Arguments: :class:`PodTopologySpreadArgs` (validated)."""
 
     name = "PodTopologySpread"
@@ -231,6 +233,18 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreS
         self._defaults_by_action: dict[str, list[Constraint]] = {}
         """The default constraints parsed once per action: only their selector depends on the
         pod, and :meth:`_build_default` replaces it with the workload's."""
+
+    refuses_some = True
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | Status:
+        """``SignPod``: refuses a pod with topology spread constraints, and every pod while the
+        plugin has default constraints (``defaultingType: System``, the default, or a List of
+        them); nothing to add otherwise."""
+        if pod.pod.spec.topology_spread_constraints:
+            return Status.unschedulable("pods with topology constraints are not signable")
+        if self.default_constraints:
+            return Status.unschedulable("pods with default topology constraints are not signable")
+        return []
 
     # ---- constraints --------------------------------------------------------------------
 

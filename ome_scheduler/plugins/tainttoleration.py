@@ -13,7 +13,15 @@ from typing import Any
 
 from ome_scheduler.api.core import Node, Pod
 from ome_scheduler.framework.events import ClusterEventWithHint, QueueingHint, queueing_hint
-from ome_scheduler.framework.interface import CycleState, FilterPlugin, PreScorePlugin, ScorePlugin
+from ome_scheduler.framework.interface import (
+    CycleState,
+    FilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    SignFragment,
+    SignPlugin,
+)
+from ome_scheduler.framework.signers import TOLERATIONS_SIGNER, tolerations_signer
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.plugins.helper import (
@@ -27,12 +35,16 @@ ERR_REASON = "node(s) had untolerated taint(s)"
 _STATE = "PreScoreTaintToleration"
 
 
-class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin):
+class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, SignPlugin):
     """``TaintToleration``: NoSchedule/NoExecute taints filter; PreferNoSchedule taints score."""
 
     name = "TaintToleration"
     node_local_filter = True
     node_local_score = True
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | Status:
+        """``SignPod``: the pod's tolerations (``TolerationsSigner``)."""
+        return [(TOLERATIONS_SIGNER, tolerations_signer(pod.pod))]
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         """Rejects a node with a NoSchedule or NoExecute taint the pod does not tolerate."""

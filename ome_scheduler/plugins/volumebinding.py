@@ -66,7 +66,10 @@ from ome_scheduler.framework.interface import (
     PreBindPlugin,
     PreFilterPlugin,
     ReservePlugin,
+    SignFragment,
+    SignPlugin,
 )
+from ome_scheduler.framework.signers import VOLUMES_SIGNER, volumes_signer
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.plugins.csitranslation import (
@@ -166,7 +169,7 @@ def _topology_matches(sc_terms: Sequence[Any], labels: dict[str, str]) -> bool:
     return False
 
 
-class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin):
+class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin, SignPlugin):
     """Arguments: :class:`VolumeBindingArgs` (validated)."""
 
     name = "VolumeBinding"
@@ -180,6 +183,10 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
     def new(cls, args: VolumeBindingArgs, handle: Handle, options: FrameworkOptions) -> VolumeBinding:
         """``New``: the plugin for validated arguments, patching through ``options.api_writer``."""
         return cls(handle, args, options.api_writer)
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | Status:
+        """``SignPod``: the pod's volume sources (``VolumesSigner``)."""
+        return [(VOLUMES_SIGNER, volumes_signer(pod.pod))]
 
     @property
     def store(self) -> VolumeStore:
@@ -434,6 +441,17 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
             vs.restore_pvc(f"{pvc.metadata.namespace}/{pvc.metadata.name}")
 
     # ---- PreBind ------------------------------------------------------------------------
+
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
+        """``PreBindPreFlight``: Skip when every claim is bound already (or the pod has none),
+        Success when PreBind has bindings to write on ``node``, Error when the cycle found no
+        volumes for that node (``no pod volume found for node "X"``)."""
+        s: _State | None = state.get(_STATE)
+        if s is None or s.all_bound:
+            return Status(Code.SKIP)
+        if node not in s.by_node:
+            return Status.as_error(RuntimeError(f'no pod volume found for node "{node}"'))
+        return None
 
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
         """``PreBind``: write the bindings and provisioning requests, then wait until all claims are bound."""

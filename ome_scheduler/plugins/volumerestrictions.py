@@ -27,7 +27,16 @@ from ome_scheduler.framework.events import (
     on,
     queueing_hint,
 )
-from ome_scheduler.framework.interface import CycleState, FilterPlugin, Handle, PreFilterExtensions, PreFilterPlugin
+from ome_scheduler.framework.interface import (
+    CycleState,
+    FilterPlugin,
+    Handle,
+    PreFilterExtensions,
+    PreFilterPlugin,
+    SignFragment,
+    SignPlugin,
+)
+from ome_scheduler.framework.signers import VOLUMES_SIGNER, volumes_signer
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.plugins.volumebinding import store_of, uses_claim
@@ -120,13 +129,17 @@ class _State:
         self.conflicts += multiplier * n
 
 
-class VolumeRestrictions(PreFilterPlugin, PreFilterExtensions, FilterPlugin):
+class VolumeRestrictions(PreFilterPlugin, PreFilterExtensions, FilterPlugin, SignPlugin):
     """No arguments."""
 
     name = "VolumeRestrictions"
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | Status:
+        """``SignPod``: the pod's volume sources (``VolumesSigner``)."""
+        return [(VOLUMES_SIGNER, volumes_signer(pod.pod))]
 
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]

@@ -26,7 +26,15 @@ from ome_scheduler.framework.events import (
     on,
     queueing_hint,
 )
-from ome_scheduler.framework.interface import CycleState, FilterPlugin, Handle, PreFilterPlugin
+from ome_scheduler.framework.interface import (
+    CycleState,
+    FilterPlugin,
+    Handle,
+    PreFilterPlugin,
+    SignFragment,
+    SignPlugin,
+)
+from ome_scheduler.framework.signers import VOLUMES_SIGNER, volumes_signer
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
 from ome_scheduler.plugins.volumebinding import store_of
@@ -70,13 +78,17 @@ def pv_topologies(pv: PersistentVolume) -> list[PVTopology]:
     return out
 
 
-class VolumeZone(PreFilterPlugin, FilterPlugin):
+class VolumeZone(PreFilterPlugin, FilterPlugin, SignPlugin):
     """No arguments."""
 
     name = "VolumeZone"
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | Status:
+        """``SignPod``: the pod's volume sources (``VolumesSigner``)."""
+        return [(VOLUMES_SIGNER, volumes_signer(pod.pod))]
 
     def _topologies(self, pod: Pod) -> tuple[list[PVTopology], Status | None]:
         vs = store_of(self.handle)

@@ -60,6 +60,27 @@ def test_prebind_adds_the_finalizer_then_writes_allocation_and_reservation_in_on
     asyncio.run(main())
 
 
+def test_a_pod_with_claims_is_nominated_to_its_node_before_prebind_writes_them() -> None:
+    """NominatedNodeNameForExpectation: DynamicResources' PreBindPreFlight has work, so the
+    binding cycle patches ``nominatedNodeName`` before PreBind's first claim write; a pod
+    without claims (every PreBindPreFlight Skip) is bound without that patch."""
+
+    async def main() -> None:
+        w = gpu_world({"node-1": 4})
+        w.add_claim(gpu_claim("c", 2))
+        w.add_pod(claim_pod("p", "c"))
+        await w.run(1)
+        assert w.binder.bound == {"p": "node-1"}
+        assert w.recorder.nominations == [("p", "node-1", 0)]
+        assert any(m == "PATCH" for m, _, _ in w.api.writes)
+        w.add_pod(claim_pod("plain"))
+        await w.run(1)
+        assert "plain" in w.binder.bound
+        assert w.recorder.nominations == [("p", "node-1", 0)]
+
+    asyncio.run(main())
+
+
 def test_a_claim_that_has_the_finalizer_gets_only_the_status_write() -> None:
     async def main() -> None:
         w = gpu_world({"node-1": 1})

@@ -11,6 +11,7 @@ import pytest
 from ome_scheduler.api.storage import CSIDriver, CSIStorageCapacity
 from ome_scheduler.framework.events import QueueingHint
 from ome_scheduler.framework.interface import CycleState
+from ome_scheduler.framework.status import Code
 from ome_scheduler.framework.types import PodInfo
 from ome_scheduler.plugins.volumebinding import (
     VolumeBinding,
@@ -452,3 +453,27 @@ def test_capacity_and_driver_hints() -> None:
     assert is_schedulable_after_csidriver_change(inline, drv(True), drv(None)) == QueueingHint.QUEUE
     assert is_schedulable_after_csidriver_change(inline, drv(False), drv(True)) == QueueingHint.QUEUE_SKIP
     assert is_schedulable_after_csidriver_change(p, drv(True), drv(False)) == QueueingHint.QUEUE_SKIP
+
+
+def test_prebind_preflight_has_work_only_for_claims_still_to_bind() -> None:
+    """``PreBindPreFlight``: Success after Reserve assumed a binding, an Error for a node the
+    cycle found no volumes for; Skip for a pod without claims and for bound claims."""
+    env = env3()
+    env.add_pv(pv("local", "wffc", hosts=["n3"]))
+    env.add_pvc(pvc("c", "wffc"))
+    pl = env.s.frameworks["ome-scheduler"].plugins["VolumeBinding"]
+    assert isinstance(pl, VolumeBinding)
+    p = with_claims("c")
+    host, msg, state = env.attempt(p)
+    assert host == "n3", msg
+    pi = PodInfo(p)
+    assert pl.reserve(state, pi, host) is None
+    assert pl.pre_bind_pre_flight(state, pi, host) is None
+    st = pl.pre_bind_pre_flight(state, pi, "n1")
+    assert st is not None and st.code == Code.ERROR and st.message() == 'no pod volume found for node "n1"'
+    plain = pod("plain")
+    host, msg, state = env.attempt(plain)
+    assert host, msg
+    assert pl.reserve(state, PodInfo(plain), host) is None
+    skip = pl.pre_bind_pre_flight(state, PodInfo(plain), host)
+    assert skip is not None and skip.is_skip()

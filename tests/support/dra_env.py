@@ -151,6 +151,9 @@ class Binder:
 class Recorder:
     def __init__(self) -> None:
         self.events: list[tuple[str, str, str]] = []
+        self.nominations: list[tuple[str, str, int]] = []
+        """(pod, node, claim writes sent before it) of every ``nominatedNodeName`` patch."""
+        self.api: ClaimApi | None = None
 
     def event(self, obj: Any, *, controller: str, type_: str, reason: str, action: str, note: str) -> None:
         self.events.append((obj.metadata.name, reason, note))
@@ -159,7 +162,8 @@ class Recorder:
         pass
 
     async def nominate(self, pod: Any, node: str, abandon: Any = None) -> None:
-        pass
+        writes = sum(1 for m, _, _ in self.api.writes if m != "GET") if self.api is not None else 0
+        self.nominations.append((pod.metadata.name, node, writes))
 
     def failures(self, pod: str) -> list[str]:
         return [note for name, reason, note in self.events if name == pod and reason == "FailedScheduling"]
@@ -172,6 +176,7 @@ class World:
         self.api = ClaimApi()
         self.binder = Binder()
         self.recorder = Recorder()
+        self.recorder.api = self.api
         cfg = parse_config(dict(config or chart_config()), "test")
         self.s = Scheduler(cfg, metrics=Metrics(), binder=self.binder, recorder=self.recorder, api_writer=self.api)
         self.binder.s = self.s

@@ -95,6 +95,8 @@ from ome_scheduler.framework.interface import (
     PreScorePlugin,
     ReservePlugin,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
 )
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo
@@ -150,6 +152,7 @@ class DynamicResources(
     ScorePlugin,
     ReservePlugin,
     PreBindPlugin,
+    SignPlugin,
 ):
     """Arguments: :class:`~ome_scheduler.config.pluginargs.DynamicResourcesArgs` (validated).
 
@@ -175,6 +178,14 @@ class DynamicResources(
         plugin = cls(handle, args, options.api_writer)
         plugin.metrics = options.metrics
         return plugin
+
+    refuses_some = True
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | Status:
+        """``SignPod``: refuses a pod with resource claims; nothing to add otherwise."""
+        if pod.pod.spec.resource_claims:
+            return Status.unschedulable("pods with dra resource claims are not signable")
+        return []
 
     @property
     def manager(self) -> DRAManager:
@@ -399,6 +410,16 @@ class DynamicResources(
                 self._spawn(binding.unreserve(self.client, claim, pod.pod), f"unreserve {claim_ref(claim)}")
 
     # ---- PreBind ----------------------------------------------------------------------------
+
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
+        """``PreBindPreFlight``: Skip for a pod without claims, Success (PreBind writes or
+        reserves them) otherwise; Error when PreFilter left no state."""
+        s: _State | None = state.get(_STATE)
+        if s is None:
+            return Status(Code.ERROR, "not found")
+        if not s.claims:
+            return Status(Code.SKIP)
+        return None
 
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
         """``PreBind``: write the allocations and reserve every claim for the pod."""

@@ -14,7 +14,15 @@ import math
 from collections.abc import Sequence
 
 from ome_scheduler.config.pluginargs import NodeResourcesBalancedAllocationArgs
-from ome_scheduler.framework.interface import MAX_NODE_SCORE, CycleState, PreScorePlugin, ScorePlugin
+from ome_scheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    CycleState,
+    PreScorePlugin,
+    ScorePlugin,
+    SignFragment,
+    SignPlugin,
+)
+from ome_scheduler.framework.signers import RESOURCES_SIGNER
 from ome_scheduler.framework.status import Code, Status
 from ome_scheduler.framework.types import NodeInfo, PodInfo, is_scalar_resource_name, pod_requests
 
@@ -57,7 +65,7 @@ def allocatable_and_requested(node: NodeInfo, name: str, pod_request: int) -> tu
     return 0, 0
 
 
-class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
+class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin, SignPlugin):
     """Arguments: :class:`NodeResourcesBalancedAllocationArgs` (validated)."""
 
     name = "NodeResourcesBalancedAllocation"
@@ -66,6 +74,11 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
 
     def __init__(self, args: NodeResourcesBalancedAllocationArgs) -> None:
         self.resources = [r.name for r in args.resources]
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | Status:
+        """``SignPod``: the spec's requests with overhead (``computePodResourceRequest``; the
+        DRAExtendedResource gate, which would refuse every pod, is off in 1.35)."""
+        return [(RESOURCES_SIGNER, pod_requests(pod.pod, use_status=False))]
 
     def pod_request_list(self, pi: PodInfo) -> list[int]:
         """``calculatePodResourceRequestList`` with ``useRequested``: actual requests, no defaults."""

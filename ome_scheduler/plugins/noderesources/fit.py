@@ -34,7 +34,10 @@ from ome_scheduler.framework.interface import (
     PreFilterPlugin,
     PreScorePlugin,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
 )
+from ome_scheduler.framework.signers import RESOURCES_SIGNER
 from ome_scheduler.framework.status import Status
 from ome_scheduler.framework.types import (
     DEFAULT_MEMORY_REQUEST,
@@ -121,7 +124,7 @@ def broken_linear(shape: Sequence[tuple[int, int]]) -> Any:
     return f
 
 
-class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
+class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, SignPlugin):
     """Arguments: :class:`NodeResourcesFitArgs` (validated)."""
 
     name = "NodeResourcesFit"
@@ -141,6 +144,11 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
             if shape and self.strategy == REQUESTED_TO_CAPACITY_RATIO
             else None
         )
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | Status:
+        """``SignPod``: the spec's requests with overhead (``computePodResourceRequest``; the
+        DRAExtendedResource gate, which would refuse every pod, is off in 1.35)."""
+        return [(RESOURCES_SIGNER, pod_requests(pod.pod, use_status=False))]
 
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
