@@ -43,6 +43,7 @@ from ome_scheduler.plugins.gangpack.pins import Domain, Pin
 from ome_scheduler.plugins.gangpack.placement import GangPlanner, RoomIndex
 from ome_scheduler.plugins.gangpack.state import MAX_INDEXES, MAX_TOPOLOGY_KEYS, NAME, GangState
 from ome_scheduler.plugins.gangpack.survey import DomainSurvey
+from ome_scheduler.plugins.gangpack.volumes import AttachRoom
 
 log = get_logger()
 
@@ -293,10 +294,18 @@ class PinPlanner:
             # Each gang may name its own key: keep the gauges (one series per domain of every
             # key) bounded to the keys planned most recently.
             shapes.pop(next(iter(shapes)))
+        attach = AttachRoom(self.handle, templates)
         planner: GangPlanner[PodInfo, NodeInfo] = GangPlanner(
-            templates, need, member_capacity, one_per_node=opn, signature=template_signature
+            templates,
+            need,
+            attach.capacity if attach.active else member_capacity,
+            one_per_node=opn,
+            signature=template_signature,
         )
-        index = self._room_index(tk, pod, opn) if planner.homogeneous else None
+        # A gang whose members attach CSI volumes plans its domains one by one from this
+        # cycle's snapshot and storage objects (§3.1): the room then follows CSINode and
+        # VolumeAttachment changes, which the per-shape index does not see.
+        index = self._room_index(tk, pod, opn) if planner.homogeneous and not attach.active else None
         return planner, DomainSurvey(planner, need, tk, nodes, index, self.handle.get_node_info)
 
     def _room_index(self, tk: str, shape: PodInfo, opn: bool) -> RoomIndex[PodInfo, NodeInfo]:
