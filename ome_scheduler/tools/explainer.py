@@ -35,6 +35,7 @@ from ome_scheduler.plugins.gangpack.fit import member_capacity, one_per_node, te
 from ome_scheduler.plugins.gangpack.gang import capped_timeout, is_live, topology_key_of
 from ome_scheduler.plugins.gangpack.placement import GangPlanner, group_by_domain
 from ome_scheduler.plugins.gangpack.plugin import OMEGangPack
+from ome_scheduler.plugins.gangpack.volumes import AttachRoom
 from ome_scheduler.tools.simulation import Simulation
 from ome_scheduler.util.validation import is_qualified_name
 
@@ -84,11 +85,15 @@ class Domain:
     reasons: dict[str, int] = field(default_factory=dict)
     note: str = ""
     """Why the gang cannot join though the room suffices (a member is missing, or one fits no node here)."""
+    attach_limit: str = ""
+    """How CSI attach limits cut the room (design §3.1): ``"CSI attach limits cut room 8 -> 2
+    (ebs.csi.aws.com: 2 free on a-0, 1 per member)"``; empty when they do not."""
 
     def why_not(self) -> str:
         """``note`` when set, else the reasons as FitError words them: ``"2 Insufficient
-        nvidia.com/gpu, 1 ..."``, sorted."""
-        return self.note or ", ".join(sorted(f"{v} {k}" for k, v in self.reasons.items()))
+        nvidia.com/gpu, 1 ..."``, sorted; then ``attach_limit`` when attach limits cut the room."""
+        why = self.note or ", ".join(sorted(f"{v} {k}" for k, v in self.reasons.items()))
+        return "; ".join(w for w in (why, self.attach_limit) if w)
 
     def to_json(self) -> dict[str, Any]:
         """camelCase JSON."""
@@ -423,8 +428,21 @@ class Explainer:
         ]
         need = max(1, mm - placed)
         ex.need, ex.shape_of = need, shape.name
+        attach = AttachRoom(self.sch, templates)
         planner: GangPlanner[PodInfo, NodeInfo] = GangPlanner(
-            templates, need, member_capacity, one_per_node=one_per_node(templates), signature=template_signature
+            templates,
+            need,
+            attach.capacity if attach.active else member_capacity,
+            one_per_node=one_per_node(templates),
+            signature=template_signature,
+        )
+        # The room by resources alone, to tell how much CSI attach limits cut (§3.1).
+        by_resources: GangPlanner[PodInfo, NodeInfo] | None = (
+            GangPlanner(
+                templates, need, member_capacity, one_per_node=one_per_node(templates), signature=template_signature
+            )
+            if attach.active
+            else None
         )
         nodes = self.sch.cache.node_infos()
         by = group_by_domain(nodes, lambda n: n.labels.get(tk, ""))
@@ -471,6 +489,8 @@ class Explainer:
                         # domain too (the scheduler's best fit skips it).
                         held.append(f"{g} under {pin.domain.topology_key}={pin.domain.value} ({pin.remaining} more)")
             dom = Domain(d, len(dnodes), room, plan.joinable and room >= need, held)
+            if by_resources is not None:
+                dom.attach_limit = _attach_cut(attach, unbound, dnodes, by_resources.plan_domain(d, dnodes).room, room)
             if not dom.fits and room >= need:
                 dom.note = self._blocker(templates, need, others, dnodes)
             for n in dnodes:
@@ -630,8 +650,8 @@ def render_text(ex: Explanation) -> str:
         rows = [["DOMAIN", "NODES", "ROOM", "HELD BY", "WHY NOT"]]
         for d in ex.domains:
             why = "" if d.fits and not d.held_by else d.why_not()
-            if not d.fits and not why:
-                why = f"{d.nodes_fitting} node(s) fit, room {d.room} < {ex.need}"
+            if not d.fits and not (d.note or d.reasons):
+                why = "; ".join(w for w in (f"{d.nodes_fitting} node(s) fit, room {d.room} < {ex.need}", why) if w)
             rows.append([d.name, str(d.nodes), str(d.room), ", ".join(d.held_by) or "-", why])
         lines += _table(rows)
         lines.append("")
@@ -686,3 +706,16 @@ def explain_lws(
         if isinstance(one, Explanation):
             out.append(one)
     return out
+
+
+def _attach_cut(attach: AttachRoom, member: PodInfo, nodes: Sequence[NodeInfo], before: int, after: int) -> str:
+    """How CSI attach limits cut a domain's room from ``before`` (resources alone) to ``after``
+    members, naming the tightest node for ``member`` (``""`` when they do not cut it)."""
+    if after >= before:
+        return ""
+    caps = [(c, n.name) for n in nodes if (c := attach.limit(member, n)) is not None]
+    if not caps:
+        return f"CSI attach limits cut room {before} -> {after}"
+    c, name = min(caps, key=lambda x: (x[0].members, x[1]))
+    per = f", {c.per_member} per member" if c.per_member else ""
+    return f"CSI attach limits cut room {before} -> {after} ({c.driver}: {max(c.free, 0)} free on {name}{per})"
