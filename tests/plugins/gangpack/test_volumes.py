@@ -8,6 +8,7 @@ resources alone domain ``a`` (one node of 8 GPUs) is the best fit for a gang of 
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import msgspec
@@ -22,6 +23,7 @@ from tests.plugins.gangpack.test_plugin import DK, plugin, prefilter, schedule
 from tests.plugins.test_nodevolumelimits import attachment, csi_node
 from tests.support.builders import make_node, make_pod, make_pod_group
 from tests.support.fakes import FakeHandle
+from tests.support.plugins_env import Env, chart_config
 
 D = "ebs.csi.aws.com"
 
@@ -209,3 +211,21 @@ def test_hints_wake_volume_gangs_on_attach_limit_changes() -> None:
     assert detached(plain, va, None) == QueueingHint.QUEUE_SKIP
     assert detached(solo, va, None) == QueueingHint.QUEUE_SKIP
     assert {CSI_NODE, VOLUME_ATTACHMENT} <= {e.event.resource for e in p.events_to_register()}
+
+
+def test_the_scheduler_tells_whether_a_profile_runs_node_volume_limits() -> None:
+    cfg = chart_config()
+    cfg["profiles"].append(copy.deepcopy(cfg["profiles"][0]))
+    cfg["profiles"][1]["schedulerName"] = "no-limits"
+    cfg["profiles"][1]["plugins"]["filter"] = {"disabled": [{"name": "NodeVolumeLimits"}]}
+    s = Env(cfg).s
+    assert s.runs_filter_plugin("ome-scheduler", "NodeVolumeLimits")
+    assert not s.runs_filter_plugin("no-limits", "NodeVolumeLimits")
+    assert not s.runs_filter_plugin("nobody", "NodeVolumeLimits")
+    h = cluster({"a1": 0})
+    g = gang(h, 2)
+    limited = AttachRoom(h, g)
+    h.runs_filter_plugin = s.runs_filter_plugin  # type: ignore[attr-defined]
+    assert limited.active and AttachRoom(h, g).active  # the pods' profile is ome-scheduler
+    h.runs_filter_plugin = lambda profile, name: s.runs_filter_plugin("no-limits", name)  # type: ignore[attr-defined]
+    assert not AttachRoom(h, g).active
