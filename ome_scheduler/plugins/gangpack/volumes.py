@@ -7,9 +7,10 @@ limit, so a gang is not pinned to a domain whose nodes cannot attach all its mem
 
 Per node ``N`` and limited driver ``D`` (a driver with a count in N's CSINode):
 
-* ``used(N, D)``: what NodeVolumeLimits' Filter counts as attached (unique ``driver/handle``
-  of the volumes of N's bound, assumed and nominated pods, plus N's VolumeAttachments no pod
-  of it counts: :meth:`NodeVolumeLimits.node_volume_counts`);
+* ``used(N, D)``: what NodeVolumeLimits' Filter counts as attached: unique ``driver/handle``
+  of the volumes of N's bound and assumed pods (nominated pods are not modelled, as in the
+  rest of the room), plus N's VolumeAttachments no pod of it counts
+  (:meth:`NodeVolumeLimits.node_volume_counts`);
 * the member's volumes of D, resolved as Filter resolves them (claim -> PV -> driver, an unbound
   claim by its StorageClass's provisioner, generic ephemeral, in-tree translation:
   :meth:`NodeVolumeLimits.attachable_volumes`), less those a pod on N already counts;
