@@ -173,7 +173,9 @@ def test_a_gang_skips_the_best_fit_domain_that_cannot_attach_its_volumes(
     api: Api, ome: SchedulerProcess, ns: str
 ) -> None:
     """Each node attaches 2 volumes of GANG: domain a (one node) attaches 2 of the 3 members'
-    volumes, domain b (two nodes) 4, so the gang lands whole in b though a is the best fit by GPUs."""
+    volumes, domain b (two nodes) 4, so the gang is pinned to b at once and lands whole there,
+    though a is the best fit by GPUs. (Without the attach limits in the room the gang would also
+    end in b, after pinning a and unwinding when its third member failed there: the events tell.)"""
     key, dk = domain_key("gv")
     pvs: list[str] = []
     try:
@@ -182,6 +184,11 @@ def test_a_gang_skips_the_best_fit_domain_that_cannot_attach_its_volumes(
             names = gang_members(api, ns, dk, 3)
             bound = wait_bound(api, ns, names, timeout=60)
             assert domains_of(api, ns, bound, dk) == {"b"}, bound
+            # Pinned to b at once: never to a, and no member was tried (and failed) on a0's limit.
+            pinned = wait_for("the gang's Pinned event", lambda: api.event_notes(ns, "g", "Pinned"), timeout=20)
+            assert all(n.startswith(f"pinned to {dk}=b ") for n in pinned), pinned
+            failed = [n for m in names for n in api.event_notes(ns, m, "FailedScheduling")]
+            assert not [n for n in failed if "exceed max volume count" in n], failed
     finally:
         cleanup_csi(api, key, pvs)
 
