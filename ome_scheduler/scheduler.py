@@ -279,6 +279,11 @@ class Scheduler:
         """Move these pods from backoffQ or the unschedulable pods straight to activeQ."""
         self.queue.activate(pods)
 
+    def runs_filter_plugin(self, scheduler_name: str, plugin: str) -> bool:
+        """Whether the profile ``scheduler_name`` runs ``plugin`` at Filter (no such profile: False)."""
+        fw = self.frameworks.get(scheduler_name)
+        return fw is not None and any(pl.name == plugin for pl in fw.filter_plugins)
+
     def unresolvable_at_prefilter(self, pod: PodInfo, *, skip: str) -> tuple[str, str] | None:
         """The first PreFilter plugin (but ``skip``) of the pod's profile that finds it
         UnschedulableAndUnresolvable now, with its message; a dry run on a throwaway CycleState."""

@@ -14,9 +14,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
+from ome_scheduler.api.core import PersistentVolume, PersistentVolumeClaim
 from ome_scheduler.api.snapshot import ClusterSnapshot, write_snapshot
+from ome_scheduler.api.storage import CSINode
 from ome_scheduler.config.load import parse_config
 from ome_scheduler.tools.explainer import Explanation, explain, render_text
 from ome_scheduler.tools.simulation import Simulation
@@ -331,3 +334,50 @@ def test_sub_gangs_are_explained_per_domain() -> None:
     note = f"Sub-gangs of 4 members, each inside one {DK} domain: b2 takes 2 of 2, b1 takes 0 of 2"
     assert any(n.startswith(note) for n in ex.notes), ex.notes
     assert (ex.decision.result, ex.decision.domain) == ("pinned", "b2"), ex.decision
+
+
+def test_attach_limits_cutting_a_domains_room_are_named() -> None:
+    """Each member mounts its own claim of a CSI driver whose CSINode limit is 2 on a-0: by GPUs
+    domain a (one node of 8) is the best fit for 3 members, but it attaches only 2 of their volumes,
+    so explain (like the scheduler's own loop) picks b and says why a was passed over (§3.1)."""
+    driver = "ebs.csi.aws.com"
+    objs: list[dict[str, Any]] = [pod_group("g", NS, 3, topology_key=DK)]
+    pvs, pvcs = [], []
+    for i in range(3):
+        p = pod(f"g-{i}", NS, gang="g")
+        p["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": f"data-{i}"}}]
+        objs.append(p)
+        csi_src = {"driver": driver, "volumeHandle": f"vol-{i}"}
+        ref = {"namespace": NS, "name": f"data-{i}"}
+        pvs.append(
+            {"metadata": {"name": f"pv-{i}"}, "spec": {"csi": csi_src, "claimRef": ref}, "status": {"phase": "Bound"}}
+        )
+        bound = {"name": f"data-{i}", "namespace": NS, "annotations": {"pv.kubernetes.io/bind-completed": "yes"}}
+        pvcs.append({"metadata": bound, "spec": {"volumeName": f"pv-{i}"}, "status": {"phase": "Bound"}})
+    gpus = [node("a-0", {DK: "a"}, gpu=8), node("b-0", {DK: "b"}, gpu=8), node("b-1", {DK: "b"}, gpu=8)]
+    csi = [
+        {"metadata": {"name": n}, "spec": {"drivers": [{"name": driver, "nodeID": n, "allocatable": {"count": 2}}]}}
+        for n in ("a-0", "b-0", "b-1")
+    ]
+    s = snap(gpus, objs)
+    s = msgspec.structs.replace(
+        s,
+        persistent_volumes=[msgspec.convert(v, PersistentVolume) for v in pvs],
+        persistent_volume_claims=[msgspec.convert(c, PersistentVolumeClaim) for c in pvcs],
+        csi_nodes=[msgspec.convert(c, CSINode) for c in csi],
+    )
+    ex = explained(s, "g")
+    a, b = ex.domains
+    assert (a.name, a.room, a.fits) == ("a", 2, False)
+    assert a.attach_limit == f"CSI attach limits cut room 8 -> 2 ({driver}: 2 free on a-0, 1 per member)"
+    assert (b.name, b.room, b.fits, b.attach_limit) == (
+        "b",
+        4,
+        True,
+        f"CSI attach limits cut room 16 -> 4 ({driver}: 2 free on b-0, 1 per member)",
+    )
+    assert (ex.decision.result, ex.decision.domain) == ("pinned", "b")
+    assert simulated(s)[f"{NS}/g"][:2] == ("bound", ["b"])
+    assert "a       1      2     -        1 node(s) fit, room 2 < 3; CSI attach limits cut room 8 -> 2" in render_text(
+        ex
+    )

@@ -113,6 +113,12 @@ def migration_on(csi_node: CSINode | None, plugin: str) -> bool:
     return False
 
 
+def counts_volumes(pod: Pod) -> bool:
+    """Whether PreFilter does not skip ``pod``: it has a claim, a generic ephemeral or a
+    migratable in-tree inline volume (a pod without volumes: no work)."""
+    return any(_counted_volume(v) for v in pod.spec.volumes)
+
+
 def _counted_volume(v: Volume) -> bool:
     """A volume PreFilter does not skip: a claim, a generic ephemeral or a migratable inline volume."""
     return v.persistent_volume_claim is not None or v.ephemeral is not None or inline_plugin(v) != ""
@@ -147,7 +153,7 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, SignPlugin):
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
     ) -> tuple[set[str] | None, Status | None]:
         """``PreFilter``: Skip pods without PVC, ephemeral or migratable in-tree volumes."""
-        if any(_counted_volume(v) for v in pod.pod.spec.volumes):
+        if counts_volumes(pod.pod):
             return None, None
         return None, Status(Code.SKIP)
 
@@ -169,19 +175,12 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, SignPlugin):
         limits = csi_node.volume_limits() if csi_node is not None else {}
         if not limits:
             return None
-        attached: dict[str, str] = {}
         try:
-            for existing in node.pods.values():
-                self.attachable_volumes(vs, existing.pod, csi_node, attached, new_pod=False)
+            attached, counts = self.node_volume_counts(vs, node, csi_node)
         except (PVCNotFound, VolumeError) as exc:
             return Status.as_error(exc)
-        counts: dict[str, int] = {}
-        for unique, driver in attached.items():
+        for unique in attached:
             new_volumes.pop(unique, None)  # a volume already on the node is not new
-            counts[driver] = counts.get(driver, 0) + 1
-        for unique, driver in self.node_attachments(vs, node.name).items():
-            if unique not in attached:
-                counts[driver] = counts.get(driver, 0) + 1
         new_counts: dict[str, int] = {}
         for driver in new_volumes.values():
             new_counts[driver] = new_counts.get(driver, 0) + 1
@@ -192,6 +191,28 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, SignPlugin):
         return None
 
     # ---- counting -----------------------------------------------------------------------------
+
+    def node_volume_counts(
+        self, vs: VolumeStore, node: NodeInfo, csi_node: CSINode | None
+    ) -> tuple[dict[str, str], dict[str, int]]:
+        """The volumes ``node`` already has, as Filter counts them: (``driver/handle -> driver``
+        for the volumes of its pods, attached volumes per driver: those plus the node's
+        VolumeAttachments no pod of it counts). A volume counts once however many pods use it.
+
+        Raises:
+            VolumeError: a pod on the node has a claim with no name, an ephemeral claim it does
+                not own, or an inline volume that does not translate (Filter's Error status).
+        """
+        attached: dict[str, str] = {}
+        for existing in node.pods.values():
+            self.attachable_volumes(vs, existing.pod, csi_node, attached, new_pod=False)
+        counts: dict[str, int] = {}
+        for driver in attached.values():
+            counts[driver] = counts.get(driver, 0) + 1
+        for unique, driver in self.node_attachments(vs, node.name).items():
+            if unique not in attached:
+                counts[driver] = counts.get(driver, 0) + 1
+        return attached, counts
 
     def attachable_volumes(
         self, vs: VolumeStore, pod: Pod, csi_node: CSINode | None, result: dict[str, str], *, new_pod: bool

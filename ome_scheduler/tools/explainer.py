@@ -45,6 +45,7 @@ from ome_scheduler.plugins.gangpack.levels import (
 )
 from ome_scheduler.plugins.gangpack.placement import CapacityFn, GangPlanner, group_by_domain
 from ome_scheduler.plugins.gangpack.plugin import OMEGangPack
+from ome_scheduler.plugins.gangpack.volumes import AttachRoom
 from ome_scheduler.tools.simulation import Simulation
 from ome_scheduler.util.validation import is_qualified_name
 
@@ -103,14 +104,18 @@ class Domain:
     devices, or the devices are not counted, ``plugins/gangpack/deviceroom.py``)."""
     device_shortfall: str = ""
     """Why the devices take fewer members than the gang needs (empty: they do)."""
+    attach_limit: str = ""
+    """How CSI attach limits cut the room (design §3.1): ``"CSI attach limits cut room 8 -> 2
+    (ebs.csi.aws.com: 2 free on a-0, 1 per member)"``; empty when they do not."""
 
     def why_not(self) -> str:
         """``note`` when set, else the device shortfall and the reasons as FitError words them:
-        ``"2 Insufficient nvidia.com/gpu, 1 ..."``, sorted."""
+        ``"2 Insufficient nvidia.com/gpu, 1 ..."``, sorted; then ``attach_limit`` when attach
+        limits cut the room."""
         if self.note:
-            return self.note
+            return "; ".join(w for w in (self.note, self.attach_limit) if w)
         reasons = ", ".join(sorted(f"{v} {k}" for k, v in self.reasons.items()))
-        return "; ".join(x for x in (self.device_shortfall, reasons) if x)
+        return "; ".join(x for x in (self.device_shortfall, reasons, self.attach_limit) if x)
 
     def to_json(self) -> dict[str, Any]:
         """camelCase JSON."""
@@ -449,13 +454,22 @@ class Explainer:
         ]
         need = max(1, mm - placed)
         ex.need, ex.shape_of = need, shape.name
-        capacity: CapacityFn[PodInfo, NodeInfo] = member_capacity
+        attach = AttachRoom(self.sch, templates)
+        capacity: CapacityFn[PodInfo, NodeInfo] = attach.capacity if attach.active else member_capacity
         signature: Callable[[PodInfo], Hashable] = template_signature
         devices = DeviceRoom(lambda: manager_of(self.sch)) if has_claims(templates) else None
         if devices is not None:  # members with ResourceClaims: the room counts devices (as the plugin's)
             capacity, signature = devices.capacity(capacity, templates), devices.signature(signature)
         planner: GangPlanner[PodInfo, NodeInfo] = GangPlanner(
             templates, need, capacity, one_per_node=one_per_node(templates), signature=signature
+        )
+        # The room by resources alone, to tell how much CSI attach limits cut (§3.1).
+        by_resources: GangPlanner[PodInfo, NodeInfo] | None = (
+            GangPlanner(
+                templates, need, member_capacity, one_per_node=one_per_node(templates), signature=template_signature
+            )
+            if attach.active
+            else None
         )
         nodes = self.sch.cache.node_infos()
         by = group_by_domain(nodes, lambda n: n.labels.get(tk, ""))
@@ -504,6 +518,8 @@ class Explainer:
             dom = Domain(d, len(dnodes), room, plan.joinable and room >= need, held)
             if devices is not None and unbound.pod.spec.resource_claims:
                 self._device_room(dom, devices, unbound, dnodes, need)
+            if by_resources is not None:
+                dom.attach_limit = _attach_cut(attach, unbound, dnodes, by_resources.plan_domain(d, dnodes).room, room)
             if not dom.fits and room >= need:
                 dom.note = self._blocker(templates, need, others, dnodes)
             for n in dnodes:
@@ -684,8 +700,8 @@ def render_text(ex: Explanation) -> str:
         rows = [["DOMAIN", "NODES", "ROOM", *(["DEVICE ROOM"] if dev else []), "HELD BY", "WHY NOT"]]
         for d in ex.domains:
             why = "" if d.fits and not d.held_by else d.why_not()
-            if not d.fits and not why:
-                why = f"{d.nodes_fitting} node(s) fit, room {d.room} < {ex.need}"
+            if not d.fits and not (d.note or d.reasons or d.device_shortfall):
+                why = "; ".join(w for w in (f"{d.nodes_fitting} node(s) fit, room {d.room} < {ex.need}", why) if w)
             device = ["-" if d.device_room is None else str(d.device_room)] if dev else []
             rows.append([d.name, str(d.nodes), str(d.room), *device, ", ".join(d.held_by) or "-", why])
         lines += _table(rows)
@@ -802,3 +818,16 @@ def subgroup_notes(ex: Explanation, pg: PodGroup, shape: PodInfo, mm: int, nodes
 def _level_domain(level: str, n: NodeInfo) -> str:
     """The node's domain at a level (for :func:`group_by_domain`)."""
     return domain_value(n.labels, level)
+
+
+def _attach_cut(attach: AttachRoom, member: PodInfo, nodes: Sequence[NodeInfo], before: int, after: int) -> str:
+    """How CSI attach limits cut a domain's room from ``before`` (resources alone) to ``after``
+    members, naming the tightest node for ``member`` (``""`` when they do not cut it)."""
+    if after >= before:
+        return ""
+    caps = [(c, n.name) for n in nodes if (c := attach.limit(member, n)) is not None]
+    if not caps:
+        return f"CSI attach limits cut room {before} -> {after}"
+    c, name = min(caps, key=lambda x: (x[0].members, x[1]))
+    per = f", {c.per_member} per member" if c.per_member else ""
+    return f"CSI attach limits cut room {before} -> {after} ({c.driver}: {max(c.free, 0)} free on {name}{per})"

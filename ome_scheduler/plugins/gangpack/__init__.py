@@ -11,7 +11,7 @@ domain
     under two keys is two domains.
 room
     How many more members of a gang a domain takes now, counted in members (product rule 1;
-    ``placement.py``).
+    ``placement.py``), CSI attach limits included (§3.1; ``volumes.py``).
 pin
     A gang's choice of one domain. PreFilter creates it (best fit, or *adopted* from members
     already bound after a restart); every later member's cycle follows it; a *release* ends
@@ -38,8 +38,8 @@ PodGroup; ``state.py`` keeps the gangs' pins and records and the release routine
 ``planner.py`` is PreFilter's pin decision (``pin_gang``, step by step); ``manager.py`` the
 other decisions on that state (Reserve, the Permit gate, Unreserve, PostBind, PodGroup and
 node changes, GC, hold expiry); ``survey.py`` is the pure per-cycle view of the domains;
-``placement.py`` and ``fit.py`` the pure algorithms; ``pins.py`` the pin store; ``hints.py``
-the queueing hints; ``metrics.py`` the plugin's metrics.
+``placement.py`` and ``fit.py`` the pure algorithms; ``volumes.py`` the CSI attach limits in
+the room; ``pins.py`` the pin store; ``hints.py`` the queueing hints; ``metrics.py`` the plugin's metrics.
 
 Citations: a "§3.7" (or "design §3.7") and a "rule 9" in this package name a heading of
 ``docs/design/gang-scheduling.md`` (``tests/test_design_citations.py`` checks that each does).

@@ -6,8 +6,10 @@ does: product rule 6), every NoSchedule/NoExecute taint is tolerated, ``spec.nod
 (if set) names it, the required node affinity and nodeSelector match, and its requests fit
 the free allocatable. The count is the smallest ``free // request`` over requested
 resources, capped by free pod slots. Units: millicores, bytes, pods, extended units.
-Inter-pod affinity, spread constraints, ports and volumes are not modelled (design §3.1);
-their failures surface through Filter and PostFilter.
+CSI attach limits are counted on top of this by
+:class:`~ome_scheduler.plugins.gangpack.volumes.AttachRoom`; inter-pod affinity, spread
+constraints, ports, volume binding and volume topology are not modelled (design §3.1); their
+failures surface through Filter and PostFilter.
 """
 
 from __future__ import annotations

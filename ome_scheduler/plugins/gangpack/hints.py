@@ -11,7 +11,9 @@ node joining a domain of the target's topology key, or one whose allocatable gre
 uncordoned, lost a taint or changed labels (node affinity may match now). Node conditions are
 not registered: a condition that matters reaches a node as a taint. A deleted node never adds
 room (upstream's NodeResourcesFit does not register node deletes either), except to the gang
-that holds or waits in its domain: its pin must be re-planned (rule 9).
+that holds or waits in its domain: its pin must be re-planned (rule 9). CSINode and
+VolumeAttachment events answer as NodeVolumeLimits' hints do, for gang targets whose room
+counts attach limits (§3.1).
 """
 
 from __future__ import annotations
@@ -20,8 +22,18 @@ from typing import Any
 
 from ome_scheduler.api.core import Node, Pod
 from ome_scheduler.api.scheduling import PodGroup, same_definition
+from ome_scheduler.api.storage import CSINode, VolumeAttachment
 from ome_scheduler.config.pluginargs import OMEGangPackArgs
-from ome_scheduler.framework.events import POD_GROUP, ActionType, ClusterEventWithHint, QueueingHint, on, queueing_hint
+from ome_scheduler.framework.events import (
+    CSI_NODE,
+    POD_GROUP,
+    VOLUME_ATTACHMENT,
+    ActionType,
+    ClusterEventWithHint,
+    QueueingHint,
+    on,
+    queueing_hint,
+)
 from ome_scheduler.framework.gangsource import gang_name
 from ome_scheduler.framework.interface import PodGroupLister
 from ome_scheduler.framework.topology import domain_value
@@ -29,6 +41,11 @@ from ome_scheduler.framework.types import Resource, gang_key
 from ome_scheduler.plugins.gangpack.deviceroom import device_events
 from ome_scheduler.plugins.gangpack.gang import same_pod
 from ome_scheduler.plugins.gangpack.pins import PinStore
+from ome_scheduler.plugins.nodevolumelimits import (
+    counts_volumes,
+    is_schedulable_after_attachment_deleted,
+    is_schedulable_after_csinode_updated,
+)
 
 QUEUE, SKIP = QueueingHint.QUEUE, QueueingHint.QUEUE_SKIP
 
@@ -61,7 +78,7 @@ class GangHints:
         self.pins = pins
 
     def events(self) -> list[ClusterEventWithHint[Any]]:
-        """``EventsToRegister``: the seven registrations of §6.2, and the device room's two."""
+        """``EventsToRegister``: the eleven registrations of §6.2 (the device room's two among them)."""
         node_changes = (
             ActionType.ADD
             | ActionType.UPDATE_NODE_ALLOCATABLE
@@ -85,6 +102,8 @@ class GangHints:
                 self.is_schedulable_after_own_pod_group_change,
             ),
             *device_events(),  # device room: slices and claim allocations (deviceroom.py)
+            on(CSI_NODE, ActionType.ADD | ActionType.UPDATE, self.is_schedulable_after_attach_limit_raised),
+            on(VOLUME_ATTACHMENT, ActionType.DELETE, self.is_schedulable_after_volume_detached),
         ]
 
     @queueing_hint
@@ -189,6 +208,30 @@ class GangHints:
                 return SKIP  # only its status or the scheduler's status annotations changed
             return QUEUE  # its PodGroup changed
         return SKIP  # another PodGroup
+
+    @queueing_hint
+    def is_schedulable_after_attach_limit_raised(
+        self, target: Pod, old: CSINode | None, new: CSINode | None
+    ) -> QueueingHint:
+        """CSINode Add/Update (the room counts attach limits, §3.1): QueueSkip for a standalone
+        target or one without a claim, ephemeral or migratable inline volume; otherwise as
+        NodeVolumeLimits answers: Queue on an add, and on an update when a driver's count grew."""
+        if not gang_of(target) or not counts_volumes(target):
+            return SKIP  # its room does not count attach limits
+        if old is None:
+            return QUEUE  # a new CSINode (NodeVolumeLimits queues on every add)
+        return is_schedulable_after_csinode_updated(target, old, new)
+
+    @queueing_hint
+    def is_schedulable_after_volume_detached(
+        self, target: Pod, old: VolumeAttachment | None, new: VolumeAttachment | None
+    ) -> QueueingHint:
+        """VolumeAttachment Delete (an attachment freed a slot, §3.1): QueueSkip for a standalone
+        target; otherwise as NodeVolumeLimits answers (Queue when the target uses a claim, or a
+        migratable inline volume of the attachment's driver)."""
+        if not gang_of(target):
+            return SKIP  # its room does not count attach limits
+        return is_schedulable_after_attachment_deleted(target, old, new)
 
 
 def can_add_room(old: Node, new: Node) -> bool:

@@ -49,6 +49,7 @@ from ome_scheduler.plugins.gangpack.pins import Domain, Pin
 from ome_scheduler.plugins.gangpack.placement import CapacityFn, GangPlanner, RoomIndex
 from ome_scheduler.plugins.gangpack.state import MAX_INDEXES, MAX_TOPOLOGY_KEYS, NAME, GangState
 from ome_scheduler.plugins.gangpack.survey import DomainSurvey
+from ome_scheduler.plugins.gangpack.volumes import AttachRoom
 
 log = get_logger()
 
@@ -286,7 +287,8 @@ class PinPlanner:
                 # Each gang may name its own key: keep the gauges (one series per domain of every
                 # key) bounded to the keys planned most recently.
                 shapes.pop(next(iter(shapes)))
-        capacity: CapacityFn[PodInfo, NodeInfo] = member_capacity
+        attach = AttachRoom(self.handle, templates)
+        capacity: CapacityFn[PodInfo, NodeInfo] = attach.capacity if attach.active else member_capacity
         signature: Callable[[PodInfo], Hashable] = template_signature
         dra = has_claims(templates)
         if dra:  # members with ResourceClaims: their room counts devices (§3.1)
@@ -294,7 +296,11 @@ class PinPlanner:
         planner: GangPlanner[PodInfo, NodeInfo] = GangPlanner(
             templates, need, capacity, one_per_node=opn, signature=signature
         )
-        index = self._room_index(tk, pod, opn, capacity, signature, dra) if planner.homogeneous else None
+        # A gang whose members attach CSI volumes plans its domains one by one from this
+        # cycle's snapshot and storage objects (§3.1): the room then follows CSINode and
+        # VolumeAttachment changes, which the per-shape index does not see.
+        homogeneous = planner.homogeneous and not attach.active
+        index = self._room_index(tk, pod, opn, capacity, signature, dra) if homogeneous else None
         return planner, DomainSurvey(planner, need, tk, nodes, index, self.handle.get_node_info)
 
     def _room_index(
