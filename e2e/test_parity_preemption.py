@@ -71,17 +71,7 @@ def ome(cluster: Cluster) -> Iterator[SchedulerProcess]:
 
 @pytest.fixture(scope="module")
 def classes(api: Api) -> None:
-    for name, (value, policy) in CLASSES.items():
-        if api.try_get(f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}") is None:
-            body: dict[str, Any] = {
-                "apiVersion": "scheduling.k8s.io/v1",
-                "kind": "PriorityClass",
-                "metadata": {"name": name},
-                "value": value,
-            }
-            if policy:
-                body["preemptionPolicy"] = policy
-            api.post("/apis/scheduling.k8s.io/v1/priorityclasses", body)
+    api.ensure_priority_classes(CLASSES)
 
 
 def _node(name: str, cid: str) -> dict[str, Any]:

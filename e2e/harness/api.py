@@ -162,6 +162,22 @@ class Api:
         params = {"labelSelector": selector} if selector else {}
         return list(self.get(f"/api/v1/namespaces/{ns}/pods", **params)["items"])
 
+    def ensure_priority_classes(self, classes: Mapping[str, tuple[int, str | None]]) -> None:
+        """Create each PriorityClass ``name -> (value, preemptionPolicy or None)`` that does not exist
+        yet (PriorityClasses are cluster-wide and immutable: a module's classes outlive it)."""
+        for name, (value, policy) in classes.items():
+            if self.try_get(f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}") is not None:
+                continue
+            body: dict[str, Any] = {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+            }
+            if policy:
+                body["preemptionPolicy"] = policy
+            self.post("/apis/scheduling.k8s.io/v1/priorityclasses", body)
+
     def create_pod_group(self, pg: Mapping[str, Any]) -> Any:
         ns = pg["metadata"]["namespace"]
         return self.post(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups", pg)

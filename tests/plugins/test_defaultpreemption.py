@@ -30,7 +30,7 @@ from ome_scheduler.framework.types import PodInfo
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.plugins.defaultpreemption import DefaultPreemption
 from ome_scheduler.scheduler import Scheduler
-from tests.support.plugins_env import chart_config, node, pod
+from tests.support.plugins_env import Binder, Recorder, chart_config, node, pod
 
 
 class Writer:
@@ -49,25 +49,6 @@ class Writer:
     async def delete(self, path: str, **kw: Any) -> bytes:
         self.calls.append(("DELETE", path, None))
         return b"{}"
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str, str]] = []
-
-    def event(self, regarding: Any, *, controller: str, type_: str, reason: str, action: str, note: str) -> None:
-        self.events.append((regarding.metadata.name, reason, note))
-
-    def pod_scheduled_false(self, pod: Pod, reason: str, message: str, **_: Any) -> None:
-        pass
-
-    async def nominate(self, pod: Pod, node: str, abandon: Any = None) -> None:
-        pass
-
-
-class Binder:
-    async def bind(self, namespace: str, name: str, uid: str, node: str, **_: Any) -> None:
-        pass
 
 
 def config(args: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -33,19 +33,27 @@ def _next_uid() -> str:
     return f"env-uid-{_uid}"
 
 
-class _Recorder:
+class Recorder:
+    """The events port: records ``(object name, reason, note)``; nominations and PodScheduled
+    writes are accepted and dropped."""
+
     def __init__(self) -> None:
         self.events: list[tuple[str, str, str]] = []
 
-    def event(self, pod: Pod, *, controller: str, type_: str, reason: str, action: str, note: str) -> None:
-        self.events.append((pod.metadata.name, reason, note))
+    def event(self, regarding: Any, *, controller: str, type_: str, reason: str, action: str, note: str) -> None:
+        self.events.append((regarding.metadata.name, reason, note))
 
     def pod_scheduled_false(self, pod: Pod, reason: str, message: str, **_: Any) -> None:
         pass
 
+    async def nominate(self, pod: Pod, node: str, abandon: Any = None) -> None:
+        pass
 
-class _Binder:
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+
+class Binder:
+    """The Binding port: accepts every Binding."""
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str, **_: Any) -> None:
         pass
 
 
@@ -107,8 +115,8 @@ class Env:
 
     def __init__(self, config: Mapping[str, Any] | None = None) -> None:
         cfg = parse_config(dict(config or chart_config()), "test")
-        self.recorder = _Recorder()
-        self.s = Scheduler(cfg, metrics=Metrics(), binder=_Binder(), recorder=self.recorder)
+        self.recorder = Recorder()
+        self.s = Scheduler(cfg, metrics=Metrics(), binder=Binder(), recorder=self.recorder)
         self.profile = cfg.profiles[0].scheduler_name
 
     def add_node(self, n: Node) -> Node:

@@ -21,6 +21,7 @@ from ome_scheduler.plugins.gangpack.plugin import OMEGangPack
 from ome_scheduler.scheduler import Scheduler
 from tests.support.builders import make_node, make_pod, make_pod_group
 from tests.support.manifests import chart_config
+from tests.support.plugins_env import Binder, Recorder
 
 CLIQUE = "nvidia.com/gpu.clique"
 
@@ -41,25 +42,6 @@ class Writer:
     async def delete(self, path: str, **kw: Any) -> bytes:
         self.calls.append(("DELETE", path))
         return b"{}"
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str, str]] = []
-
-    def event(self, regarding: Any, *, controller: str, type_: str, reason: str, action: str, note: str) -> None:
-        self.events.append((regarding.metadata.name, reason, note))
-
-    def pod_scheduled_false(self, pod: Pod, reason: str, message: str, **_: Any) -> None:
-        pass
-
-    async def nominate(self, pod: Pod, node: str, abandon: Any = None) -> None:
-        pass
-
-
-class Binder:
-    async def bind(self, namespace: str, name: str, uid: str, node: str, **_: Any) -> None:
-        pass
 
 
 class World:
