@@ -381,3 +381,14 @@ def test_attach_limits_cutting_a_domains_room_are_named() -> None:
     assert "a       1      2     -        1 node(s) fit, room 2 < 3; CSI attach limits cut room 8 -> 2" in render_text(
         ex
     )
+
+
+def test_a_huge_min_member_with_preferred_levels_is_explained_in_bounded_memory() -> None:
+    """Found by a new user: minMember 2**31 - 1 (the API accepts it) must not build a planner of
+    that many templates."""
+    bk = "example.com/block"
+    node_dicts = [node(f"b1c1-{i}", {bk: "b1", DK: "c1"}) for i in range(2)]
+    objs = gang("g", 2**31 - 1, members=1)
+    objs[0]["metadata"]["annotations"] = {"ome.io/topology-key": bk, "ome.io/topology-preferred-keys": DK}
+    ex = explained(snap(node_dicts, objs), "g")
+    assert ex.min_member == 2**31 - 1

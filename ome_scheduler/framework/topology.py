@@ -54,6 +54,11 @@ def describe(key: str, value: str) -> str:
     return f"{required}={r},{preferred}={p}"
 
 
+def required_key(key: str) -> str:
+    """The required key of a level key (``R`` of ``R>P``; a plain key unchanged)."""
+    return key.partition(_SEP_KEY)[0]
+
+
 def label_of(key: str) -> str:
     """The label key a level is named after (``P`` of ``R>P``)."""
     return key.rpartition(_SEP_KEY)[2]

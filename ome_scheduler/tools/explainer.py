@@ -766,7 +766,11 @@ def preferred_level_notes(ex: Explanation, pg: PodGroup, shape: PodInfo, need: i
     if isinstance(preferred, str):
         ex.notes.append(f"{PREFERRED_KEYS_ANNOTATION} is invalid: {preferred}")
         return
-    planner: GangPlanner[PodInfo, NodeInfo] = GangPlanner([shape] * max(1, need), max(1, need), member_capacity)
+    if not preferred:
+        return
+    # Room is summed node capacity: one template and need 1 count it (the gang's size may be
+    # anything the API accepts, up to 2**31 - 1).
+    planner: GangPlanner[PodInfo, NodeInfo] = GangPlanner([shape], 1, member_capacity)
     for p in preferred:
         level = level_key(ex.topology_key, p)
         by = group_by_domain(nodes, partial(_level_domain, level))

@@ -64,6 +64,11 @@ class Expansion:
     warnings: list[str] = field(default_factory=list)
 
 
+MAX_COUNT = 100_000
+"""Replicas, parallelism or groups ``simulate --add`` expands per field: 200,000 pods take about
+1 GB and 80 s here, so a typo such as ``replicas: 1000000000`` fails fast instead."""
+
+
 class WorkloadError(ValueError):
     """A workload document that cannot be expanded (no template, a count that is not a number)."""
 
@@ -80,6 +85,11 @@ def _count(spec: Mapping[str, Any], key: str, default: int, where: str) -> int:
         return default
     if isinstance(v, bool) or not isinstance(v, int) or v < 0:
         raise WorkloadError(f"{where}: spec.{key}: Invalid value: {v!r}: must be a non-negative integer")
+    if v > MAX_COUNT:
+        raise WorkloadError(
+            f"{where}: spec.{key}: Invalid value: {v}: simulate expands at most {MAX_COUNT} of one workload's "
+            "pods (each is held in memory)"
+        )
     return v
 
 

@@ -18,6 +18,7 @@ topology-aware scheduling has "preferred" and "required" levels of the same mean
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Final
 
@@ -37,6 +38,9 @@ SUBGROUP_INDEX_LABEL: Final = "ome.io/subgroup-index"
 """Pod label: the sub-gang a member belongs to (members with one value share a sub-domain)."""
 
 MAX_PREFERRED_KEYS: Final = 4
+
+_DIGITS: Final = re.compile("[0-9]+")
+"""ASCII digits only (``str.isdigit`` also takes ``²`` and other scripts' digits)."""
 """At most this many preferred keys per gang (each level is one survey of the cluster)."""
 
 
@@ -78,7 +82,7 @@ def parse_subgroups(size_text: str, key: str, required: str, min_member: int) ->
         return 0, ""
     if not size_text or not key:
         return f"{SUBGROUP_SIZE_ANNOTATION} and {SUBGROUP_KEY_ANNOTATION} go together"
-    if not size_text.isdigit() or int(size_text) <= 0:
+    if not _DIGITS.fullmatch(size_text) or int(size_text) <= 0:
         return f"{SUBGROUP_SIZE_ANNOTATION} {size_text!r} is not a positive integer"
     size = int(size_text)
     if min_member % size:

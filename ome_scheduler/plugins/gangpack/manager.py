@@ -24,10 +24,15 @@ from ome_scheduler.config.pluginargs import OMEGangPackArgs
 from ome_scheduler.framework.gangsource import is_lws_leader, source_of
 from ome_scheduler.framework.interface import ClusterTruth, Handle
 from ome_scheduler.framework.status import Code, Status
-from ome_scheduler.framework.topology import domain_value
+from ome_scheduler.framework.topology import describe, domain_value, required_key
 from ome_scheduler.framework.types import GangKey, GangPlacement, PodInfo, gang_key, split_gang_key
 from ome_scheduler.logs import get_logger
 from ome_scheduler.plugins.gangpack.gang import Gang, permit_timeout, topology_key_of
+from ome_scheduler.plugins.gangpack.levels import (
+    PREFERRED_KEYS_ANNOTATION,
+    SUBGROUP_KEY_ANNOTATION,
+    SUBGROUP_SIZE_ANNOTATION,
+)
 from ome_scheduler.plugins.gangpack.metrics import GangMetrics, refresh_domain_gauges
 from ome_scheduler.plugins.gangpack.pins import ANY_PIN, Domain, Pin
 from ome_scheduler.plugins.gangpack.planner import PinPlanner
@@ -60,7 +65,7 @@ class GangManager(GangState):
                 tk, domain = pin.domain.topology_key, pin.domain.value
                 note = (
                     f"timed out after {gang.timeout}s waiting at Permit with {placed} of {gang.min_member} members "
-                    f"on nodes in {tk}={domain}"
+                    f"on nodes in {describe(tk, domain)}"
                 )
                 self.pod_group_event(gang.key, "Warning", "TimedOut", note)
                 self.release(gang.key, gang.uid, token, pod=pod)
@@ -153,7 +158,7 @@ class GangManager(GangState):
         if len(times) == size:
             self.metrics.bind_skew(times[-1] - times[0])
             pin = self.pins.get(gang.key)
-            where = f" in {pin.domain.topology_key}={pin.domain.value}" if pin is not None else ""
+            where = f" in {describe(pin.domain.topology_key, pin.domain.value)}" if pin is not None else ""
             note = f"all {size} members bound{where}, {times[-1] - times[0]:.3f}s from first to last"
             self.pod_group_event(gang.key, "Normal", "Bound", note)
             if pin is not None:
@@ -188,14 +193,27 @@ class GangManager(GangState):
             if new is None or (pin.owner and new.metadata.uid != pin.owner):
                 why = "its PodGroup was deleted" if new is None else "its PodGroup was re-created"
                 self.release(key, pin.owner, ANY_PIN, why=why)
-            elif pin.domain.topology_key != topology_key_of(new, self.args):
-                why = f"its topology key is now {topology_key_of(new, self.args)}"
-                self.release(key, pin.owner, ANY_PIN, why=why)
+            elif (changed := self._levels_changed(pin, old, new)) is not None:
+                self.release(key, pin.owner, ANY_PIN, why=changed)
                 self.metrics.pin("topology_replan")
             else:
                 self._follow_spec(key, pin, new)
         members = self.live_members(key)
         self.activate([p.pod for p in members if not p.pod.spec.node_name], "podgroup_change")
+
+    def _levels_changed(self, pin: Pin, old: PodGroup | None, new: PodGroup) -> str | None:
+        """Why the pin no longer fits the PodGroup's topology (its key, §3.9's preferred levels or
+        §3.10's sub-gangs changed), or None: a pin at a preferred level (``R>P``) still fits while
+        ``R`` is the topology key and ``P`` a preferred key."""
+        tk = topology_key_of(new, self.args)
+        if required_key(pin.domain.topology_key) != tk:
+            return f"its topology key is now {tk}"
+        ann_new = new.metadata.annotations
+        ann_old = old.metadata.annotations if old is not None else ann_new
+        for a in (PREFERRED_KEYS_ANNOTATION, SUBGROUP_SIZE_ANNOTATION, SUBGROUP_KEY_ANNOTATION):
+            if ann_old.get(a, "") != ann_new.get(a, ""):
+                return f"its {a} annotation changed"
+        return None
 
     def _follow_spec(self, key: GangKey, pin: Pin, pg: PodGroup) -> None:
         """Resize the pin's reservation to the new ``minMember`` and retime its waiters."""
@@ -351,7 +369,7 @@ class GangManager(GangState):
             log.info("gangpack.hold_expired", v=2, gang=key, domain=domain, topologyKey=tk)
             note = (
                 f"gang {key} did not complete within its scheduleTimeoutSeconds: released the hold on "
-                f"{tk}={domain}, so other pods may use it; its members keep trying there"
+                f"{describe(tk, domain)}, so other pods may use it; its members keep trying there"
             )
             self.pod_group_event(key, "Warning", "HoldReleased", note)
             self.wake_parked_by_hold()

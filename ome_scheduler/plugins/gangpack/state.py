@@ -33,6 +33,7 @@ from ome_scheduler.api.scheduling import PLACEMENT_HOLDING, PLACEMENT_PINNED, Po
 from ome_scheduler.config.pluginargs import OMEGangPackArgs
 from ome_scheduler.framework.gangsource import is_lws_leader, source_of
 from ome_scheduler.framework.interface import Handle
+from ome_scheduler.framework.topology import describe
 from ome_scheduler.framework.types import GangKey, GangPlacement, NodeInfo, PodInfo, PodKey, split_gang_key
 from ome_scheduler.framework.waiting_pods import WaitingPod
 from ome_scheduler.plugins.gangpack.gang import Gang, is_live, same_pod
@@ -221,7 +222,7 @@ class GangState:
         released = self.pins.release_if(gang, token, on_release)
         for pin in told:
             tk, domain = pin.domain.topology_key, pin.domain.value
-            self.pod_group_event(gang, "Normal", "HoldReleased", f"released the hold on {tk}={domain}: {why}")
+            self.pod_group_event(gang, "Normal", "HoldReleased", f"released the hold on {describe(tk, domain)}: {why}")
         if released:
             if unwind:
                 self.metrics.unwind()

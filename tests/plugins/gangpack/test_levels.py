@@ -214,3 +214,33 @@ def test_a_waiting_podgroup_without_an_lws_says_only_that_it_waits() -> None:
     _, status, _ = prefilter(p, h, pi)
     assert status is not None and status.message() == "waiting for all PodGroup member templates for ns/g"
     assert not [e for e in h.events if e[2] == "LeaderWorkerSetDeadlock"]
+
+
+def test_editing_a_gang_pinned_at_a_preferred_level_keeps_its_hold() -> None:
+    """Found by a new user: a pin at a preferred level (key ``R>P``) is not a changed topology key;
+    a new timeout reaches the waiter and the hold stays. Changing the preferred keys re-plans."""
+    h = FakeHandle()
+    fabric(h, {"b1": {"c1": 2}})
+    p, _ = plugin(h)
+    gang(h, 2)
+    old = h.groups["ns/g"]
+    g = members(h, "g", 2)
+    node, _, _ = schedule(p, h, g[0])
+    waiting = h.wait(h.nodes[node].pods[g[0].uid])
+    retimed = make_pod_group("g", min_member=2, topology_key=BLOCK, timeout=500, uid=old.metadata.uid)
+    retimed.metadata.annotations[PREFERRED_KEYS_ANNOTATION] = CLIQUE
+    p.gangs.on_pod_group_change(old, retimed)
+    assert waiting.timeouts == [("OMEGangPack", 500.0)] and not waiting.rejected
+    assert len(p.gangs.pins) == 1
+    relaxed = make_pod_group("g", min_member=2, topology_key=BLOCK, timeout=500, uid=old.metadata.uid)
+    p.gangs.on_pod_group_change(retimed, relaxed)
+    assert waiting.rejected and len(p.gangs.pins) == 0
+    assert any(f"its {PREFERRED_KEYS_ANNOTATION} annotation changed" in n for *_, n in h.events)
+
+
+def test_only_ascii_digits_make_a_sub_gang_size() -> None:
+    from ome_scheduler.plugins.gangpack.levels import parse_subgroups
+
+    assert parse_subgroups("\u00b2", CLIQUE, BLOCK, 4) == "ome.io/subgroup-size '\u00b2' is not a positive integer"
+    assert parse_subgroups("\u0661", CLIQUE, BLOCK, 4) == "ome.io/subgroup-size '\u0661' is not a positive integer"
+    assert parse_subgroups("2", CLIQUE, BLOCK, 4) == (2, CLIQUE)
