@@ -124,6 +124,21 @@ class KubeSchedulerProcess:
         self.stop()
 
 
+def stream_slice(prefix: str, default_cases: int) -> tuple[int, int]:
+    """``(first, count)``: which cases of a generated stream a run covers, from the environment.
+
+    ``<prefix>_FIRST`` (default 0) is the index of the first case and ``<prefix>_CASES``
+    (default ``default_cases``) how many run, so ``OME_PARITY_FIRST=225 OME_PARITY_CASES=25``
+    runs cases 225-249 exactly as a run of 250 from 0 would (every generator keys its random
+    stream by the case index). Raises ``ValueError`` for a non-integer or negative value.
+    """
+    first = int(os.environ.get(f"{prefix}_FIRST", 0))
+    count = int(os.environ.get(f"{prefix}_CASES", default_cases))
+    if first < 0 or count < 0:
+        raise ValueError(f"{prefix}_FIRST and {prefix}_CASES must be >= 0, got {first} and {count}")
+    return first, count
+
+
 # ---- outcomes -----------------------------------------------------------------------------
 
 

@@ -3,7 +3,11 @@ covers every dimension it claims, and the status patches say what a kubelet woul
 
 from __future__ import annotations
 
+import pytest
+
+from e2e import parity_gen, parity_gen_dra
 from e2e.parity_gen_volumes import RESIZE_STATES, Resize, generate, resize_status
+from e2e.parity_harness import stream_slice
 
 
 def test_the_stream_is_reproducible_and_covers_its_dimensions() -> None:
@@ -46,3 +50,23 @@ def test_resize_status_reports_each_state_as_a_kubelet_would() -> None:
     assert "conditions" not in after("done") and "conditions" not in after("unreported")
     assert after("done")["containerStatuses"][0]["resources"] == {"requests": {"cpu": "3"}}  # type: ignore[index]
     assert after("unreported")["containerStatuses"][0]["allocatedResources"] == {"cpu": "1"}  # type: ignore[index]
+
+
+def test_a_slice_of_the_stream_holds_the_same_cases_as_the_whole_run() -> None:
+    """``OME_PARITY_FIRST=225 OME_PARITY_CASES=25`` reruns cases 225-249 of a 250-case run."""
+    assert generate(2735, 25, "x", first=225) == generate(2735, 250, "x")[225:]
+    assert [c.index for c in generate(2735, 3, "x", first=225)] == [225, 226, 227]
+    assert parity_gen.generate(2735, 5, "x", first=40) == parity_gen.generate(2735, 45, "x")[40:]
+    assert parity_gen_dra.generate_dra(2735, 5, "x", first=40) == parity_gen_dra.generate_dra(2735, 45, "x")[40:]
+
+
+def test_stream_slice_reads_first_and_cases(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OME_PARITY_FIRST", raising=False)
+    monkeypatch.delenv("OME_PARITY_CASES", raising=False)
+    assert stream_slice("OME_PARITY", 50) == (0, 50)
+    monkeypatch.setenv("OME_PARITY_FIRST", "225")
+    monkeypatch.setenv("OME_PARITY_CASES", "25")
+    assert stream_slice("OME_PARITY", 50) == (225, 25)
+    monkeypatch.setenv("OME_PARITY_FIRST", "-1")
+    with pytest.raises(ValueError, match="OME_PARITY_FIRST"):
+        stream_slice("OME_PARITY", 50)
