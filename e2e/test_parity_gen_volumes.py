@@ -7,7 +7,7 @@ import pytest
 
 from e2e import parity_gen, parity_gen_dra
 from e2e.parity_gen_volumes import RESIZE_STATES, Resize, generate, resize_status
-from e2e.parity_harness import stream_slice
+from e2e.parity_harness import CaseResult, Outcome, pin_changes_spread, stream_slice
 
 
 def test_the_stream_is_reproducible_and_covers_its_dimensions() -> None:
@@ -70,3 +70,26 @@ def test_stream_slice_reads_first_and_cases(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("OME_PARITY_FIRST", "-1")
     with pytest.raises(ValueError, match="OME_PARITY_FIRST"):
         stream_slice("OME_PARITY", 50)
+
+
+def test_a_pin_that_collapses_min_domains_is_not_held_against_ome() -> None:
+    """Case 248 of seed 2735: ``minDomains: 2`` on zones; pinned to ome's node, only that
+    node's zone is eligible (node affinity Honor), so kube-scheduler's copy fails although the
+    unpinned pod fits there. Such a case is compared on bound-or-not only."""
+    [case] = generate(2735, 1, "x", first=248)
+    assert pin_changes_spread(case.pod)
+    refused = Outcome(
+        reason="Unschedulable",
+        message="0/1 nodes are available: 1 node(s) didn't match pod topology spread constraints.",
+    )
+    r = CaseResult(case, kube=Outcome(node="n1"), ome=Outcome(node="n7"), verify=refused)
+    r.judge()
+    assert r.problems == []
+    r = CaseResult(case, kube=Outcome(node="n1"), ome=Outcome(reason="Unschedulable", message="m", events=["m"]))
+    r.judge()
+    assert r.problems, "bound-or-not is still compared"
+    [plain] = generate(2735, 1, "x", first=247)
+    assert not pin_changes_spread(plain.pod)
+    r = CaseResult(plain, kube=Outcome(node="n1"), ome=Outcome(node="n7"), verify=refused)
+    r.judge()
+    assert r.problems
