@@ -10,7 +10,7 @@ Isolation (see ``e2e/parity_harness.py``): every name and every topology value c
 case id, every node carries ``parity-case=<id>``, the new pod always has the node selector
 ``parity-case: <id>``, and namespace selectors only select the case's own namespaces. So the
 cases of one batch can share the cluster without seeing each other, and both schedulers see
-the same node set. The generator is pure: ``generate(seed, n)`` always returns the same cases.
+the same node set. The generator is pure: ``generate(seed, n, run, first)`` always returns the same cases.
 """
 
 from __future__ import annotations
@@ -663,6 +663,7 @@ def generate_case(seed: int, index: int, run: str) -> Case:
     return case
 
 
-def generate(seed: int, count: int, run: str) -> list[Case]:
-    """``count`` cases of the stream ``seed``."""
-    return [generate_case(seed, i, run) for i in range(count)]
+def generate(seed: int, count: int, run: str, first: int = 0) -> list[Case]:
+    """Cases ``first`` .. ``first + count - 1`` of the stream ``seed``. Each case draws from its
+    own ``Random(f"{seed}/{index}")``, so case ``i`` is the same whichever slice holds it."""
+    return [generate_case(seed, i, run) for i in range(first, first + count)]

@@ -277,9 +277,10 @@ def generate_dra_case(seed: int, index: int, run: str) -> DraCase:
     return case
 
 
-def generate_dra(seed: int, count: int, run: str) -> list[DraCase]:
-    """``count`` DRA cases of stream ``seed``."""
-    return [generate_dra_case(seed, i, run) for i in range(count)]
+def generate_dra(seed: int, count: int, run: str, first: int = 0) -> list[DraCase]:
+    """DRA cases ``first`` .. ``first + count - 1`` of stream ``seed`` (each from its own
+    ``Random(f"dra/{seed}/{index}")``, so case ``i`` is the same whichever slice holds it)."""
+    return [generate_dra_case(seed, i, run) for i in range(first, first + count)]
 
 
 class DraParityRunner(ParityRunner):

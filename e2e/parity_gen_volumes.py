@@ -18,7 +18,7 @@ rules) with three more dimensions drawn from a second random stream:
 * **Priorities**: the new pod and existing pods take one of :data:`PRIORITY_CLASSES`.
 
 :class:`FamilyRunner` is :class:`e2e.parity_harness.ParityRunner` plus the creation and
-deletion of those objects. The generator part is pure: ``generate(seed, n, run)`` always
+deletion of those objects. The generator part is pure: ``generate(seed, n, run, first)`` always
 returns the same cases.
 """
 
@@ -218,8 +218,10 @@ def generate_family_case(seed: int, index: int, run: str) -> FamilyCase:
     return case
 
 
-def generate(seed: int, count: int, run: str) -> list[FamilyCase]:
-    return [generate_family_case(seed, i, run) for i in range(count)]
+def generate(seed: int, count: int, run: str, first: int = 0) -> list[FamilyCase]:
+    """Cases ``first`` .. ``first + count - 1`` of stream ``seed`` (each from its own two
+    streams keyed by its index, so case ``i`` is the same whichever slice holds it)."""
+    return [generate_family_case(seed, i, run) for i in range(first, first + count)]
 
 
 # ---- running them -------------------------------------------------------------------------

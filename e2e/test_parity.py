@@ -1,7 +1,9 @@
 """Differential test: ome-scheduler against the stock kube-scheduler 1.35 on generated cases.
 
-``OME_PARITY_SEED`` (default below) picks the case stream and ``OME_PARITY_CASES`` (default
-300) how many cases run; ``OME_PARITY_BATCH`` sets how many cases share the cluster at once.
+``OME_PARITY_SEED`` (default below) picks the case stream, ``OME_PARITY_CASES`` (default
+300) how many cases run and ``OME_PARITY_FIRST`` (default 0) the index of the first (a slice
+of a longer run, case for case: ``parity_harness.stream_slice``); ``OME_PARITY_BATCH`` sets
+how many cases share the cluster at once.
 A failure prints the seed, every mismatching case (pod, nodes, existing pods) and writes the
 same report to ``<cluster state dir>/parity-report.txt``. See ``e2e/parity_harness.py`` for
 the design.
@@ -21,11 +23,11 @@ from e2e.harness.api import Api
 from e2e.harness.cluster import Cluster
 from e2e.harness.scheduler import SchedulerProcess
 from e2e.parity_gen import CASE_LABEL, Case, VolumeSpec, generate, storage_class
-from e2e.parity_harness import CaseResult, KubeSchedulerProcess, ParityRunner, coverage, write_report
+from e2e.parity_harness import CaseResult, KubeSchedulerProcess, ParityRunner, coverage, stream_slice, write_report
 
 DEFAULT_SEED = 135_4
 SEED = int(os.environ.get("OME_PARITY_SEED", DEFAULT_SEED))
-CASES = int(os.environ.get("OME_PARITY_CASES", 300))
+FIRST, CASES = stream_slice("OME_PARITY", 300)
 BATCH = int(os.environ.get("OME_PARITY_BATCH", 25))
 
 
@@ -72,7 +74,7 @@ def small_case(prefix: str, nodes: int, app: str, **pod_spec: Any) -> Case:
 
 def test_generated_cases_match_kube_scheduler(cluster: Cluster, runner: ParityRunner) -> None:
     run = uuid.uuid4().hex[:4]
-    cases = generate(SEED, CASES, run)
+    cases = generate(SEED, CASES, run, first=FIRST)
     results: list[CaseResult] = []
     start = time.monotonic()
     for i in range(0, len(cases), BATCH):
@@ -82,7 +84,7 @@ def test_generated_cases_match_kube_scheduler(cluster: Cluster, runner: ParityRu
     bound = sum(1 for r in results if r.kube.bound)
     gated = sum(1 for r in results if r.case.gated)
     header = (
-        f"parity: seed={SEED} cases={len(results)} mismatches={len(bad)} kube-bound={bound} gated={gated} "
+        f"parity: seed={SEED} first={FIRST} cases={len(results)} mismatches={len(bad)} kube-bound={bound} gated={gated} "
         f"in {elapsed:.1f} s ({', '.join(f'{k} {v:.1f} s' for k, v in sorted(runner.timings.items()))})"
     )
     print(header)
@@ -92,7 +94,8 @@ def test_generated_cases_match_kube_scheduler(cluster: Cluster, runner: ParityRu
     if bad:
         shown = "\n\n".join(r.describe() for r in bad[:10])
         pytest.fail(
-            f"{len(bad)} of {len(results)} cases differ (OME_PARITY_SEED={SEED}; full report {report}):\n\n{shown}"
+            f"{len(bad)} of {len(results)} cases differ (OME_PARITY_SEED={SEED} OME_PARITY_FIRST={FIRST} "
+            f"OME_PARITY_CASES={CASES}; full report {report}):\n\n{shown}"
         )
 
 

@@ -2,7 +2,9 @@
 with ResourceClaims (``e2e/parity_gen_dra.py``; the runner and verdicts of ``parity_harness.py``).
 
 ``OME_PARITY_DRA_SEED`` picks the stream, ``OME_PARITY_DRA_CASES`` (default 100, what CI runs)
-how many cases run, ``OME_PARITY_BATCH`` how many share the cluster at once. Verdicts: both
+how many cases run, ``OME_PARITY_DRA_FIRST`` (default 0) the index of the first (a slice of a
+longer run, case for case: ``parity_harness.stream_slice``), ``OME_PARITY_BATCH`` how many
+share the cluster at once. Verdicts: both
 bound or both unschedulable with byte-equal messages and events (after
 ``parity_gen_dra.neutral`` replaced the per-phase names of namespace, generated claim, driver
 and class), and kube-scheduler accepts ome's node for a copy pinned there (upstream breaks ties
@@ -25,11 +27,11 @@ from e2e.harness.api import Api
 from e2e.harness.cluster import Cluster
 from e2e.harness.scheduler import SchedulerProcess
 from e2e.parity_gen_dra import DraParityRunner, generate_dra
-from e2e.parity_harness import OME_PROFILE, CaseResult, KubeSchedulerProcess, coverage, write_report
+from e2e.parity_harness import OME_PROFILE, CaseResult, KubeSchedulerProcess, coverage, stream_slice, write_report
 from tests.support.manifests import chart_config
 
 SEED = int(os.environ.get("OME_PARITY_DRA_SEED", 24_1354))
-CASES = int(os.environ.get("OME_PARITY_DRA_CASES", 100))
+FIRST, CASES = stream_slice("OME_PARITY_DRA", 100)
 BATCH = int(os.environ.get("OME_PARITY_BATCH", 25))
 
 
@@ -45,14 +47,17 @@ def test_generated_dra_cases_match_kube_scheduler(
 ) -> None:
     runner = DraParityRunner(api)
     run = uuid.uuid4().hex[:4]
-    cases = generate_dra(SEED, CASES, run)
+    cases = generate_dra(SEED, CASES, run, first=FIRST)
     results: list[CaseResult] = []
     start = time.monotonic()
     try:
         for i in range(0, len(cases), BATCH):
             batch = runner.run_batch(cases[i : i + BATCH])
             results.extend(batch)
-            print(f"batch {i // BATCH}: {sum(1 for r in batch if r.problems)} mismatches of {len(batch)}", flush=True)
+            print(
+                f"batch {i // BATCH} (from case {FIRST + i}): {sum(1 for r in batch if r.problems)} mismatches of {len(batch)}",
+                flush=True,
+            )
             for r in batch:
                 if r.problems:
                     print(r.describe(), flush=True)
@@ -61,7 +66,7 @@ def test_generated_dra_cases_match_kube_scheduler(
     elapsed = time.monotonic() - start
     bad = [r for r in results if r.problems]
     bound = sum(1 for r in results if r.kube.bound)
-    header = f"parity-dra: seed={SEED} cases={len(results)} mismatches={len(bad)} kube-bound={bound} in {elapsed:.1f} s"
+    header = f"parity-dra: seed={SEED} first={FIRST} cases={len(results)} mismatches={len(bad)} kube-bound={bound} in {elapsed:.1f} s"
     print(header)
     print(coverage(results))
     report = cluster.state_dir / "parity-dra-report.txt"
@@ -71,5 +76,5 @@ def test_generated_dra_cases_match_kube_scheduler(
     if bad:
         shown = "\n\n".join(r.describe() for r in bad[:10])
         pytest.fail(
-            f"{len(bad)} of {len(results)} DRA cases differ (OME_PARITY_DRA_SEED={SEED}; full report {report}):\n\n{shown}"
+            f"{len(bad)} of {len(results)} DRA cases differ (OME_PARITY_DRA_SEED={SEED} OME_PARITY_DRA_FIRST={FIRST} OME_PARITY_DRA_CASES={CASES}; full report {report}):\n\n{shown}"
         )
