@@ -22,7 +22,7 @@ from ome_scheduler.framework.types import PodInfo, gang_key
 from ome_scheduler.metrics import Metrics
 from ome_scheduler.scheduler import Scheduler
 from tests.support.apiserver import FakeApiServer
-from tests.support.plugins_env import _Binder, _Recorder, chart_config
+from tests.support.plugins_env import Binder, Recorder, chart_config
 
 PODS = "/api/v1/pods"
 NODES = "/api/v1/nodes"
@@ -55,7 +55,7 @@ class World:
     def __init__(self, api: FakeApiServer) -> None:
         self.api = api
         cfg = parse_config(chart_config(), "test")
-        self.s = Scheduler(cfg, metrics=Metrics(), binder=_Binder(), recorder=_Recorder())
+        self.s = Scheduler(cfg, metrics=Metrics(), binder=Binder(), recorder=Recorder())
         client = api.client()
         self.informers = {spec.name: build_informer(client, spec, self.s) for spec in INFORMERS}
         self.debugger = CacheDebugger(client, self.s, self.informers)
