@@ -227,15 +227,16 @@ def test_plan_big_gang(benchmark: Any, members: int, clique: int, mixed: bool) -
 def test_big_gang_plan_within_50ms_and_linear_in_members(mixed: bool) -> None:
     """Issue 14 item 4, checked on every test run: a gang of 1,024 plans in at most 50 ms at
     5,000 nodes, and 8 times the members cost at most 16 times the time (quadratic would be
-    64). Best of 5 plans each, so a busy machine's pauses do not count."""
+    64). Best of 5 plans each, in CPU time of this process: a busy machine (the binaries build
+    beside the unit tests in ``make test``) makes wall time wait for a core, not the plan slower."""
 
     def best(members: int, clique: int) -> float:
         _, plan = _big_gang_planner(members, clique, mixed)
         times = []
         for _ in range(5):
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             assert plan()
-            times.append(time.perf_counter() - t0)
+            times.append(time.process_time() - t0)
         return min(times)
 
     t128, t1024 = best(128, 16), best(1024, 128)
