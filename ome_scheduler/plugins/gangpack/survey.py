@@ -29,7 +29,7 @@ class DomainSurvey:
         planner: the gang's planner (its templates and member capacity function).
         need: members still to place (room below it means "does not fit").
         topology_key: the node label that defines the domains, or a preferred level's key
-            (``R>P``, §3.9; :func:`~ome_scheduler.plugins.gangpack.levels.domain_value`).
+            (``R>P``, §3.9; :func:`~ome_scheduler.framework.topology.domain_value`).
         nodes: the cycle's snapshot of NodeInfos.
         index: the room index of the gang's member shape, or None for a mixed-shape gang.
         node_info: looks a node up by name in the same snapshot (None: gone).
@@ -51,6 +51,8 @@ class DomainSurvey:
             found = (self.node_info(n) for n in sorted(self.index.members.get(domain, ())))
             return [n for n in found if n is not None]
         tk = self.topology_key
+        if not is_composite(tk):  # the common case, on every node: the label read inline
+            return [n for n in self.nodes if n.labels.get(tk, "") == domain]
         return [n for n in self.nodes if domain_value(n.labels, tk) == domain]
 
     def node_names_of(self, domain: str) -> list[str]:
@@ -76,7 +78,10 @@ class DomainSurvey:
         if self.index is not None:
             return {d: (r if r >= self.need else 0) for d, r in sorted(self.index.room.items())}
         tk = self.topology_key
-        by = group_by_domain(self.nodes, lambda n: domain_value(n.labels, tk))
+        if is_composite(tk):
+            by = group_by_domain(self.nodes, lambda n: domain_value(n.labels, tk))
+        else:
+            by = group_by_domain(self.nodes, lambda n: n.labels.get(tk, ""))
         for d, nodes in by.items():
             if d not in self._plans:
                 self._plans[d] = self.planner.plan_domain(d, nodes)
