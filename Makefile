@@ -50,12 +50,14 @@ e2e: venv binaries
 # operators, Prometheus, scheduler-plugins, the LWS controller, OME's manager) build at the lowest
 # CPU priority while the end-to-end tests that need none of them run: those tests mostly wait on
 # the control plane, and the build takes only the CPU they leave. LATE_E2E (the modules that need
-# the rest) run once it is done, then the small benchmark and the CI soak. On a warm machine both
+# the rest, and e2e/test_rbac.py, which checks that every granted permission is used and so needs
+# the LeaderWorkerSet CRD that e2e/test_lws.py installs before it) run once it is done, then the
+# small benchmark and the CI soak. On a warm machine both
 # builds find everything cached at once. tests/test_chart.py needs the helm binary and
 # tests/dra/test_cel_differential.py the Go CEL oracle (celdiff), so they run with the end-to-end
 # tests; e2e/test_harness.py (the harness's pure parts) needs no cluster, so it runs with the unit tests.
 CORE_SETS := etcd k8s kwok helm toxiproxy celdiff
-LATE_E2E := e2e/test_dashboard.py e2e/test_lws.py e2e/test_operators.py
+LATE_E2E := e2e/test_dashboard.py e2e/test_lws.py e2e/test_operators.py e2e/test_rbac.py
 
 test:
 	@e2e/build-binaries.sh $(CORE_SETS) >.build-binaries.log 2>&1 & build=$$!; \
