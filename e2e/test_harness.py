@@ -320,3 +320,18 @@ def test_private_webhook_dir_mounts_only_the_webhook_directory_and_execs(tmp_pat
     script, own, target, rest = argv[i + 1], argv[i + 2], argv[i + 3], argv[i + 4 :]
     assert (own, target, rest) == (str(tmp_path), str(WEBHOOK_DIR), ["env", "A=1", "/bin/lws"])
     assert 'mount --bind "$0" "$1"' in script and script.endswith('exec "$@"')
+
+
+def test_a_filter_error_naming_another_node_is_the_same_error_but_a_rejection_is_not() -> None:
+    from e2e.parity_gen import Case
+    from e2e.parity_harness import same_filter_error
+
+    case = Case(id="pd1", index=0, nodes=[{"metadata": {"name": f"pd1-n{i}"}} for i in range(12)])
+    error = 'running "DynamicResources" filter plugin: claim x, request r0: cannot add device d.example/pd1-n{}/gpu-2 because a claim constraint would not be satisfied'
+    assert same_filter_error(error.format(2), error.format(1), case)
+    # n1 and n11: the longer name is replaced first, so n11 is not read as n1 + "1"
+    assert same_filter_error(error.format(11), error.format(1), case)
+    assert not same_filter_error(error.format(2), error.format(2).replace("gpu-2", "gpu-3"), case)
+    assert not same_filter_error(error.format(2), error.format(2).replace("pd1-n2", "other-n2"), case)
+    rejection = "0/4 nodes are available: 1 node(s) had untolerated taint on pd1-n{}."
+    assert not same_filter_error(rejection.format(1), rejection.format(2), case)
