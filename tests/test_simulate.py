@@ -415,3 +415,62 @@ def test_workloads_create_their_pods_in_their_controllers_order(tmp_path: Path) 
     assert sorted(n.rsplit("-", 1)[0] for n in status if n.startswith("j-")) == ["j-0", "j-1"]
     assert any("db-1 never created: its controller waits for team/db-0 to run" in w for w in out["warnings"])
     assert any("OrderedReady" in w for w in out["warnings"])
+
+
+def prioritized(p: dict[str, Any], priority: int, grace: int | None = None) -> dict[str, Any]:
+    p["spec"]["priority"] = priority
+    if grace is not None:
+        p["spec"]["terminationGracePeriodSeconds"] = grace
+    return p
+
+
+def preemption_config(gang_preemption: bool = False) -> dict[str, Any]:
+    """The chart's configuration with DefaultPreemption on (the chart's
+    ``scheduler.disablePreemption: false``) and, with ``gang_preemption``, OMEGangPack's."""
+    cfg = chart_config(topology_key=DK, gang_args={"preemption": True} if gang_preemption else None)
+    mp = cfg["profiles"][0]["plugins"]["multiPoint"]
+    mp["disabled"] = [d for d in mp["disabled"] if d["name"] != "DefaultPreemption"]
+    return cfg
+
+
+def test_a_standalone_pod_preempts_a_lower_priority_one_on_the_simulated_clock() -> None:
+    low = prioritized(pod("low", NS, node_name="a-0"), 10, grace=30)
+    s = snap(nodes({"a": 1}), pods=[low])
+    r = run(s, [prioritized(pod("high", NS), 100)], config=preemption_config())
+    assert [(e.pod, e.node, e.deleted_at, e.gone_at) for e in r.preempted] == [(f"{NS}/low", "a-0", 0.0, 30.0)]
+    assert [(p.name, p.status, p.node) for p in r.pods] == [("high", "bound", "a-0")]
+    assert r.settled and r.simulated_seconds >= 30
+    assert "Preempted: 1 pod(s)" in render_text(r)
+    assert r.to_json()["preempted"] == [{"pod": f"{NS}/low", "node": "a-0", "deletedAt": 0.0, "goneAt": 30.0}]
+
+
+def test_without_preemption_enabled_nothing_is_evicted() -> None:
+    low = prioritized(pod("low", NS, node_name="a-0"), 10)
+    r = run(snap(nodes({"a": 1}), pods=[low]), [prioritized(pod("high", NS), 100)])
+    assert r.preempted == [] and by_name(r)["high"].status == "pending"
+    assert "Preempted" not in render_text(r)
+
+
+def test_a_gang_preempts_the_cheaper_domain_whole_and_binds_there() -> None:
+    # a: two low-priority pods (priority 5); b: one of priority 50. The gang of 3 (priority 100)
+    # fits neither as it stands; freeing a costs the lower highest victim priority.
+    running = [
+        prioritized(pod("a-low-0", NS, node_name="a-0"), 5),
+        prioritized(pod("a-low-1", NS, node_name="a-1"), 5),
+        prioritized(pod("b-mid", NS, node_name="b-0"), 50),
+    ]
+    s = snap(nodes({"a": 3, "b": 3}), pods=running)
+    members = [prioritized(o, 100) if o["kind"] == "Pod" else o for o in gang("g", 3)]
+    r = run(s, members, config=preemption_config(gang_preemption=True))
+    assert sorted(e.pod for e in r.preempted) == [f"{NS}/a-low-0", f"{NS}/a-low-1"]
+    (g,) = r.gangs
+    assert (g.status, g.domains) == ("bound", ["a"])
+    assert any(e.startswith("Preempting: preempting 2 pod(s) in example.com/clique=a") for e in g.events), g.events
+
+
+def test_an_added_pod_with_a_priority_class_but_no_priority_is_warned_about() -> None:
+    p = pod("classy", NS)
+    p["spec"]["priorityClassName"] = "serving"
+    r = run(snap(nodes({"a": 1})), [p])
+    assert any("priorityClassName 'serving' without spec.priority" in w for w in r.warnings), r.warnings
+    assert by_name(r)["classy"].status == "bound"

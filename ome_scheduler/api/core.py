@@ -212,6 +212,9 @@ class PodSpec(Record):
     volumes: list[Volume] = []
     host_network: bool = False
     resource_claims: list[PodResourceClaim] = []
+    termination_grace_period_seconds: int | None = None
+    """Seconds a deleted pod keeps running (None: the API's default, 30); ``simulate`` lets a
+    preemption victim leave after it."""
 
 
 class PodCondition(Record, gc=False):

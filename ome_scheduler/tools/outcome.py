@@ -26,7 +26,7 @@ from ome_scheduler.plugins.gangpack.metrics import is_free_node
 from ome_scheduler.plugins.gangpack.placement import GangPlanner, group_by_domain
 from ome_scheduler.scheduler import Scheduler
 from ome_scheduler.tools.report import DomainRow, DomainTable, GangResult, NodeCell, PodResult, SimulationResult
-from ome_scheduler.tools.standins import CapturingRecorder, MemoryBinder, PodNotes
+from ome_scheduler.tools.standins import CapturingRecorder, MemoryBinder, MemoryWriter, PodNotes
 
 
 def _label(key: str) -> Callable[[NodeInfo], str]:
@@ -97,6 +97,7 @@ class OutcomeReader:
     gang_args: OMEGangPackArgs | None
     recorder: CapturingRecorder
     binder: MemoryBinder
+    writer: MemoryWriter
     resource: str
     warnings: list[str]
     _settled: bool
@@ -183,6 +184,7 @@ class OutcomeReader:
             domains=tables,
             node_map=node_map,
             warnings=list(self.warnings),
+            preempted=list(self.writer.evictions),
         )
 
     def _domain_of(self, node: str, tk: str) -> str:

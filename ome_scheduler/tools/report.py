@@ -97,6 +97,18 @@ class NodeCell:
 
 
 @dataclass
+class Eviction:
+    """One pod a preemption deleted (DefaultPreemption's or OMEGangPack's): ``pod`` is
+    ``namespace/name``, ``deleted_at`` and ``gone_at`` simulated seconds from the start (it
+    terminates on ``node`` in between, for its grace period)."""
+
+    pod: str
+    node: str
+    deleted_at: float
+    gone_at: float
+
+
+@dataclass
 class SimulationResult:
     """Everything a simulation answers; :meth:`to_json` is ``--output json``."""
 
@@ -110,6 +122,8 @@ class SimulationResult:
     node_map: dict[str, dict[str, list[NodeCell]]] = field(default_factory=dict)
     """Topology key -> domain -> its nodes (for the PNG; left out of JSON)."""
     warnings: list[str] = field(default_factory=list)
+    preempted: list[Eviction] = field(default_factory=list)
+    """Every victim of a preemption, in order (empty unless the configuration enables it)."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (camelCase keys, like the API)."""
@@ -219,6 +233,12 @@ def render_text(r: SimulationResult) -> str:
             for p in ordered
         ]
         out += _table(["POD", "STATUS", "NODE", "DOMAIN", "MESSAGE"], rows[:TEXT_ROWS])
+        if len(rows) > TEXT_ROWS:
+            out.append(f"... {len(rows) - TEXT_ROWS} more pods (--output json lists all)")
+    if r.preempted:
+        out += ["", f"Preempted: {len(r.preempted)} pod(s)"]
+        rows = [[e.pod, e.node or "-", f"{e.deleted_at:g}", f"{e.gone_at:g}"] for e in r.preempted]
+        out += _table(["POD", "NODE", "DELETED AT (s)", "GONE AT (s)"], rows[:TEXT_ROWS])
         if len(rows) > TEXT_ROWS:
             out.append(f"... {len(rows) - TEXT_ROWS} more pods (--output json lists all)")
     for t in r.domains:

@@ -25,9 +25,14 @@ flight, every remaining binding parked at Permit. What is left then needs a clus
 running at least that long first, so Permit timeouts can fire; ``max_seconds`` bounds a
 simulation that never settles (a gang that keeps timing out and retrying).
 
+Preemption runs when the configuration enables it (DefaultPreemption, OMEGangPack's
+``preemption: true``): ``MemoryWriter`` (same module) deletes each victim as the API server and
+kubelet would, terminating at once and gone after its grace period on the simulated clock; the
+result lists the evictions.
+
 Deliberate limits: pods whose claims need binding or provisioning fail PreBind (nothing binds
-volumes here); status patches (``PodScheduled``, ``nominatedNodeName``) are recorded but not
-fed back, as no queueing hint registers them.
+volumes or ResourceClaims here); status patches (``PodScheduled``, ``nominatedNodeName``,
+``DisruptionTarget``) are recorded but not fed back, as no queueing hint registers them.
 
 The result (:class:`SimulationResult`) says where each pod would bind, which gangs stay
 pending and why (their members' last ``FailedScheduling`` message), and the room of every
@@ -64,7 +69,7 @@ from ome_scheduler.scheduler import Scheduler
 from ome_scheduler.tools.inputs import stored
 from ome_scheduler.tools.outcome import OutcomeReader, accelerator_of
 from ome_scheduler.tools.report import SimulationResult
-from ome_scheduler.tools.standins import CapturingRecorder, MemoryBinder, NoVolumeWriter
+from ome_scheduler.tools.standins import CapturingRecorder, MemoryBinder, MemoryWriter
 from ome_scheduler.tools.virtualtime import VirtualTimeLoop
 from ome_scheduler.util.timestamps import now_rfc3339
 
@@ -124,6 +129,7 @@ class Simulation(OutcomeReader):
         self.loop = VirtualTimeLoop()
         self.recorder = CapturingRecorder(self.loop.time)
         self.binder = MemoryBinder(lambda: self.scheduler)
+        self.writer = MemoryWriter(lambda: self.scheduler, self.loop)
         self.warnings: list[str] = []
         n = len(self.added)
         self.later = [
@@ -137,7 +143,7 @@ class Simulation(OutcomeReader):
             metrics=Metrics(),
             binder=self.binder,
             recorder=self.recorder,
-            api_writer=NoVolumeWriter(),
+            api_writer=self.writer,
             clock=self.loop.time,
         )
         self.gang_args: OMEGangPackArgs | None = None
@@ -219,6 +225,12 @@ class Simulation(OutcomeReader):
                         f"pod {obj.metadata.namespace}/{obj.metadata.name} has schedulerName "
                         f"{obj.spec.scheduler_name!r}, which this configuration does not serve: it is not scheduled"
                     )
+                if obj.spec.priority is None and obj.spec.priority_class_name:
+                    self.warnings.append(
+                        f"pod {obj.metadata.namespace}/{obj.metadata.name} names priorityClassName "
+                        f"{obj.spec.priority_class_name!r} without spec.priority: simulated with priority 0 "
+                        "(simulate reads no PriorityClasses; set spec.priority as admission would)"
+                    )
                 h.on_pod_add(obj)
             elif isinstance(obj, PodGroup):
                 key = (obj.metadata.namespace, obj.metadata.name)
@@ -264,6 +276,8 @@ class Simulation(OutcomeReader):
         a cycle, no Binding unconfirmed, every binding cycle parked at Permit."""
         q = self.scheduler.queue
         if len(q.active) or len(q.backoff) or len(q.gang_backoff) or len(q.error_backoff) or self.binder.in_flight:
+            return False
+        if self.writer.terminating:  # a preemption's victims are still leaving
             return False
         parked = set()
         for wp in self.scheduler.waiting_pods():
@@ -331,7 +345,7 @@ class Simulation(OutcomeReader):
             and pi.pod.spec.scheduler_name in sch.frameworks
             and (k not in already or not self._was_bound(k))
         ]
-        self._start = self.loop.now
+        self._start = self.writer.start = self.loop.now
         self._done = self.loop.create_future()
         self.loop.on_idle = self._on_idle
         tasks = [

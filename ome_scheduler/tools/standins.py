@@ -4,12 +4,14 @@
   confirms it, by feeding the bound pod back through ``handlers.on_pod_update``;
 * :class:`CapturingRecorder`: keeps each pod's ``FailedScheduling`` and ``Scheduled`` notes
   and every PodGroup event;
-* :class:`NoVolumeWriter`: volume bindings are not simulated, so PreBind's writes fail.
+* :class:`MemoryWriter`: preemption's deletes happen on the simulated clock; volume and claim
+  bindings are not simulated, so PreBind's writes fail.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -18,6 +20,8 @@ import msgspec
 
 from ome_scheduler.api.core import Node, Pod
 from ome_scheduler.api.scheduling import PodGroup
+from ome_scheduler.tools.report import Eviction
+from ome_scheduler.util.timestamps import now_rfc3339
 
 if TYPE_CHECKING:
     from ome_scheduler.scheduler import Scheduler
@@ -118,17 +122,55 @@ class MemoryBinder:
         self.scheduler().handlers.on_pod_update(old, new)
 
 
-class NoVolumeWriter:
-    """The :class:`~ome_scheduler.framework.interface.ApiWriter` of VolumeBinding's PreBind:
-    volume bindings are not simulated, so a pod that needs one fails PreBind with this error."""
+DEFAULT_GRACE_SECONDS = 30
+"""The API's default ``terminationGracePeriodSeconds``: how long a victim without its own keeps
+running after its delete, in simulated seconds."""
+
+_POD_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)(/status)?$")
+
+
+class NotFound(RuntimeError):
+    """A 404, with ``code`` as the API client's errors carry it."""
+
+    code = 404
+
+
+class MemoryWriter:
+    """The :class:`~ome_scheduler.framework.interface.ApiWriter` of an offline run: preemption's
+    writes are simulated, volume and claim writes are not.
+
+    * a pod's status PATCH (the ``DisruptionTarget`` condition, a nomination cleared) is
+      accepted and not fed back, as other status patches (the module docstring of
+      :mod:`ome_scheduler.tools.simulation`);
+    * a pod's DELETE (a preemption victim) is what the API server and the kubelet would do:
+      at once the pod gets its ``deletionTimestamp`` (an informer update: it is terminating and
+      still holds its node), then after its ``terminationGracePeriodSeconds`` (default
+      :data:`DEFAULT_GRACE_SECONDS`) on the simulated clock it is deleted (an informer delete),
+      which frees its room and wakes the preemptor;
+    * any other PATCH (a PersistentVolume, claim or ResourceClaim of PreBind) and every GET
+      raise, so a pod needing them fails PreBind.
+    """
+
+    def __init__(self, scheduler: Callable[[], Scheduler], loop: asyncio.AbstractEventLoop) -> None:
+        self.scheduler = scheduler
+        self.loop = loop
+        self.start = 0.0
+        """The simulated time the run started (evictions are reported from it)."""
+        self.evictions: list[Eviction] = []
+        """Every victim deleted, in order."""
+        self.terminating = 0
+        """Victims deleted and not yet gone (a simulation is not quiescent while any is)."""
 
     async def patch(self, path: str, body: Any, content_type: str = "", **kw: Any) -> bytes:
-        """Refuse.
+        """Accept a pod's status patch; refuse any other.
 
         Raises:
-            RuntimeError: always, naming the object that would have been written.
+            RuntimeError: not a pod's status, naming the object that would have been written.
         """
-        raise RuntimeError(f"simulate does not bind volumes (would PATCH {path})")
+        m = _POD_PATH.match(path)
+        if m is not None and m.group(3):
+            return b"{}"
+        raise RuntimeError(f"simulate does not bind volumes or claims (would PATCH {path})")
 
     async def get(self, path: str, params: dict[str, str] | None = None, **kw: Any) -> bytes:
         """Refuse (only a PATCH that met a conflict reads back).
@@ -139,9 +181,33 @@ class NoVolumeWriter:
         raise RuntimeError(f"simulate reads nothing back (would GET {path})")
 
     async def delete(self, path: str, **kw: Any) -> bytes:
-        """Refuse (simulate does not preempt).
+        """Delete a pod gracefully on the simulated clock (see the class docstring).
 
         Raises:
-            RuntimeError: always.
+            NotFound: the pod is not there (the API server's 404).
+            RuntimeError: not a pod.
         """
-        raise RuntimeError(f"simulate does not preempt (would DELETE {path})")
+        m = _POD_PATH.match(path)
+        if m is None or m.group(3):
+            raise RuntimeError(f"simulate deletes only pods (would DELETE {path})")
+        sch = self.scheduler()
+        pi = sch.pods.get(f"{m.group(1)}/{m.group(2)}")
+        if pi is None:
+            raise NotFound(f'pods "{m.group(2)}" not found')
+        old = pi.pod
+        if old.metadata.deletion_timestamp:
+            return b"{}"
+        grace = old.spec.termination_grace_period_seconds
+        grace = DEFAULT_GRACE_SECONDS if grace is None else max(0, grace)
+        meta = msgspec.structs.replace(old.metadata, deletion_timestamp=now_rfc3339())
+        new = msgspec.structs.replace(old, metadata=meta)
+        now = self.loop.time() - self.start
+        self.evictions.append(Eviction(pi.key, old.spec.node_name, round(now, 3), round(now + grace, 3)))
+        self.terminating += 1
+        sch.handlers.on_pod_update(old, new)
+        self.loop.call_later(grace, self._gone, new)
+        return b"{}"
+
+    def _gone(self, pod: Pod) -> None:
+        self.terminating -= 1
+        self.scheduler().handlers.on_pod_delete(pod)
