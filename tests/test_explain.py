@@ -392,3 +392,42 @@ def test_a_huge_min_member_with_preferred_levels_is_explained_in_bounded_memory(
     objs[0]["metadata"]["annotations"] = {"ome.io/topology-key": bk, "ome.io/topology-preferred-keys": DK}
     ex = explained(snap(node_dicts, objs), "g")
     assert ex.min_member == 2**31 - 1
+
+
+def _preemption_cfg(gang_preemption: bool) -> Any:
+    cfg = chart_config(topology_key=DK, gang_args={"preemption": True} if gang_preemption else None)
+    mp = cfg["profiles"][0]["plugins"]["multiPoint"]
+    mp["disabled"] = [d for d in mp["disabled"] if d["name"] != "DefaultPreemption"]
+    return parse_config(cfg)
+
+
+def _priority(objs: list[dict[str, Any]], value: int) -> list[dict[str, Any]]:
+    for o in objs:
+        if o["kind"] == "Pod":
+            o["spec"]["priority"] = value
+    return objs
+
+
+def test_explain_shows_the_gang_preemption_it_would_make_now_and_evicts_nothing() -> None:
+    running = _priority([pod("a-low-0", NS, node_name="a-0"), pod("a-low-1", NS, node_name="a-1")], 5)
+    running += _priority([pod("b-mid", NS, node_name="b-0")], 50)
+    s = snap(nodes({"a": 3, "b": 3}), [*running, *_priority(gang("g", 3), 100)])
+    ex = explain(_preemption_cfg(True), s, "podgroup", NS, "g")
+    assert isinstance(ex, Explanation), ex
+    assert sorted(ex.victims) == [f"{NS}/a-low-0 on a-0", f"{NS}/a-low-1 on a-1"]
+    assert ex.preempting.startswith(f"preempting 2 pod(s) in {DK}=a for gang {NS}/g"), ex.preempting
+    text = render_text(ex)
+    assert "Preemption would evict 2 pod(s) for it (dry run: nothing is evicted)" in text
+    assert ex.to_json()["preemption"]["victims"] == ex.victims
+    # the snapshot is untouched: the same question has the same answer
+    again = explain(_preemption_cfg(True), s, "podgroup", NS, "g")
+    assert isinstance(again, Explanation) and sorted(again.victims) == sorted(ex.victims)
+
+
+def test_explain_shows_a_standalone_pods_victims_and_none_with_preemption_off() -> None:
+    s = snap(nodes({"a": 1}), [*_priority([pod("low", NS, node_name="a-0")], 10), *_priority([pod("high", NS)], 100)])
+    ex = explain(_preemption_cfg(False), s, "pod", NS, "high")
+    assert isinstance(ex, Explanation) and ex.victims == [f"{NS}/low on a-0"] and ex.preempting == ""
+    off = explained(s, "high", kind="pod")
+    assert off.decision.result == "unschedulable" and off.victims == []
+    assert "Preemption would evict" not in render_text(off)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import partial
 from typing import Any
@@ -57,6 +57,12 @@ DERIVED_HOLDS = (
 
 _DEVICE_NODES_SHOWN = 8
 """Nodes whose device count a device shortfall lists."""
+
+_VICTIMS_SHOWN = 10
+"""Preemption victims the text names before ``and N more`` (JSON lists all)."""
+
+_PLAN_TURNS = 20
+"""Event-loop turns the dry run gives a preemption's writes (in memory) to reach the victims."""
 
 
 def camel_fields(record: Any) -> dict[str, Any]:
@@ -167,6 +173,11 @@ class Explanation:
     holds: list[str] = field(default_factory=list)
     """``gang holds key=domain (how it was derived)`` for every hold reconstructed."""
     notes: list[str] = field(default_factory=list)
+    victims: list[str] = field(default_factory=list)
+    """``ns/name on node`` of each pod the preemption of the attempt would evict (empty when
+    preemption is off or would evict nothing)."""
+    preempting: str = ""
+    """The note of the ``Preempting`` event the gang would get (``""``: none)."""
 
     def to_json(self) -> dict[str, Any]:
         """The ``-o json`` document."""
@@ -187,6 +198,7 @@ class Explanation:
             "decision": self.decision.to_json(),
             "holds": self.holds,
             "notes": self.notes,
+            "preemption": {"victims": self.victims, "preempting": self.preempting},
         }
 
 
@@ -223,7 +235,7 @@ class Explainer:
     def run(self, kind: str, namespace: str, name: str) -> Explanation | str:
         """Explain ``pod`` or ``podgroup`` ``namespace/name``; a string says why it cannot be."""
         with asyncio.Runner(loop_factory=lambda: self.sim.loop) as runner:
-            return runner.run(self._run(kind, namespace, name))
+            return runner.run(with_preemption_plan(self._run(kind, namespace, name), self.sim))
 
     async def _run(self, kind: str, namespace: str, name: str) -> Explanation | str:
         self.sim.replay()
@@ -724,6 +736,15 @@ def render_text(ex: Explanation) -> str:
     else:
         where = f" in {ex.topology_key}={dec.domain}" if dec.domain else ""
         lines.append(f"Now: {dec.result}{where}: {dec.message}")
+    if ex.victims:
+        lines.append(
+            f"Preemption would evict {len(ex.victims)} pod(s) for it (dry run: nothing is evicted): "
+            + ", ".join(ex.victims[:_VICTIMS_SHOWN])
+            + (f" and {len(ex.victims) - _VICTIMS_SHOWN} more" if len(ex.victims) > _VICTIMS_SHOWN else "")
+            + "."
+        )
+    if ex.preempting:
+        lines.append(f"Preempting event: {ex.preempting}")
     if ex.holds:
         lines.append("")
         lines.append("Holds:")
@@ -732,6 +753,28 @@ def render_text(ex: Explanation) -> str:
         lines.append("")
         lines.append(n)
     return "\n".join(lines) + "\n"
+
+
+async def with_preemption_plan(run: Awaitable[Explanation | str], sim: Simulation) -> Explanation | str:
+    """``run``'s explanation with the preemption its dry-run attempt started, when the
+    configuration enables preemption (DefaultPreemption, OMEGangPack's ``preemption: true``).
+
+    The attempt ran the real PostFilter: its victims' writes go, as tasks, to the simulation's
+    in-memory API port (:class:`~ome_scheduler.tools.standins.MemoryWriter`), which records
+    each delete; a few loop turns let them get there. No simulated time passes, so no victim
+    leaves and nothing is re-tried. The ``Preempting`` note is the gang's event of the attempt.
+    """
+    ex = await run
+    if not isinstance(ex, Explanation) or ex.decision.result != "unschedulable":
+        return ex
+    for _ in range(_PLAN_TURNS):
+        await asyncio.sleep(0)
+    ex.victims = [f"{e.pod} on {e.node}" for e in sim.writer.evictions]
+    if ex.kind != "Pod":
+        events = sim.recorder.gang_events.get(f"{ex.namespace}/{ex.name}", [])
+        notes = [e.removeprefix("Preempting: ") for e in events if e.startswith("Preempting: ")]
+        ex.preempting = notes[-1] if notes else ""
+    return ex
 
 
 def explain(
