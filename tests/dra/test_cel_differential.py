@@ -1,7 +1,7 @@
 """ome_scheduler/dra/cel.py against upstream's Go on tests/dra/cel_corpus.json.
 
 ``e2e/tools/celdiff`` (built and cached by ``e2e/build-binaries.sh celdiff`` under
-``~/.cache/ome-scheduler/bin``) evaluates every case with
+``~/.cache/ome-scheduler/bin``, or taken from ``$OME_K8S_BIN_DIR``) evaluates every case with
 ``k8s.io/dynamic-resource-allocation@v0.35.4/cel`` (``Cache.GetOrCompile`` then
 ``DeviceMatches``); the adapter must give the same value, or an error of the same class
 (compile, runtime, cost), for every case. Skipped only when Go is not installed.
@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -31,6 +32,12 @@ CORPUS = Path(__file__).with_name("cel_corpus.json")
 
 
 def celdiff() -> Path:
+    """The celdiff binary: ``$OME_K8S_BIN_DIR/celdiff`` when ``make test`` built it and set the
+    variable (calling the build script would wait on its lock for the rest of the build, which
+    runs beside this test), else built or found in the cache by ``e2e/build-binaries.sh``."""
+    bin_dir = os.environ.get("OME_K8S_BIN_DIR")
+    if bin_dir and (Path(bin_dir) / "celdiff").is_file():
+        return Path(bin_dir) / "celdiff"
     if shutil.which("go") is None:
         pytest.skip("Go is not installed: the differential test needs e2e/tools/celdiff (CI has Go)")
     out = subprocess.run(
