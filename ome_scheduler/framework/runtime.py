@@ -539,7 +539,7 @@ class Framework(FrameworkProfile):
             if s is not None and s.is_skip():
                 continue
             if s is not None and not s.is_success():
-                ret = s.with_plugin(pl.name)
+                ret = _wrapped(s, f'running PreBind plugin "{pl.name}"', pl.name)
                 break
         self._observe("PreBind", ret, start)
         return ret
@@ -552,7 +552,7 @@ class Framework(FrameworkProfile):
             s = await _guarded(pl.bind(state, pod, node), f'running Bind plugin "{pl.name}"', pl.name)
             if s is not None and s.is_skip():
                 continue
-            ret = s.with_plugin(pl.name) if s is not None else None
+            ret = _wrapped(s, f'running Bind plugin "{pl.name}"', pl.name) if s is not None else None
             break
         self._observe("Bind", ret, start)
         return ret
@@ -582,6 +582,19 @@ def _pre_flight_error(plugin: str, pod: PodInfo, node: str, s: Status) -> Status
         "It is supposed to return Success, Skip, or Error status"
     )
     return Status(Code.ERROR, msg, plugin=plugin)
+
+
+def _wrapped(s: Status, what: str, plugin: str) -> Status:
+    """A failed PreBind or Bind status as ``RunPreBindPlugins``/``RunBindPlugins`` return it
+    (``pkg/scheduler/framework/runtime/framework.go``, v1.35.4): a rejection keeps its message
+    with the plugin set; any other failure becomes an Error ``what: <its message>``. An Error
+    already wrapped (an exception :func:`_guarded` caught) is returned as it is."""
+    if s.is_rejected() or s.is_success():
+        return s.with_plugin(plugin)
+    msg = s.message()
+    if msg.startswith(what + ": "):
+        return s.with_plugin(plugin)
+    return Status(Code.ERROR, f"{what}: {msg}", plugin=plugin, error=s.error)
 
 
 async def _guarded(call: Awaitable[Status | None], what: str, plugin: str) -> Status | None:

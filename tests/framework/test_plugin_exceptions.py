@@ -372,3 +372,32 @@ def test_a_post_bind_error_leaves_the_pod_bound(monkeypatch: pytest.MonkeyPatch)
     assert [reason for _, reason, _ in rec.events] == ["Scheduled"]
     assert ("Witness", "PostBind") in calls and ("Boom", "Unreserve") not in calls
     assert not s.queue.contains(key)
+
+
+@pytest.mark.parametrize("point", ["PreBind", "Bind"])
+def test_an_error_status_a_plugin_returns_is_wrapped_as_upstream_and_a_rejection_is_not(
+    point: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``RunPreBindPlugins``/``RunBindPlugins``: a returned Error becomes ``running <point>
+    plugin "X": <message>`` (what the pod's FailedScheduling event says upstream); a rejection
+    keeps its own message."""
+    fw, _ = probes("none")
+    plugins, method = (fw.pre_bind_plugins, "pre_bind") if point == "PreBind" else (fw.bind_plugins, "bind")
+    boom = next(p for p in plugins if p.name == "Boom")
+    run = fw.run_pre_bind if point == "PreBind" else fw.run_bind
+    cases = [
+        (
+            Status(Code.ERROR, "claim ns/c got allocated elsewhere in the meantime"),
+            Code.ERROR,
+            f'running {point} plugin "Boom": claim ns/c got allocated elsewhere in the meantime',
+        ),
+        (Status.unschedulable("volume node affinity conflict"), Code.UNSCHEDULABLE, "volume node affinity conflict"),
+    ]
+    for returned, code, message in cases:
+
+        async def fake(state: CycleState, pod: PodInfo, node: str, r: Status = returned) -> Status:
+            return r
+
+        monkeypatch.setattr(boom, method, fake)
+        s = asyncio.run(run(CycleState(), probe_pod(), "n0"))
+        assert s is not None and (s.code, s.plugin, s.message()) == (code, "Boom", message)
