@@ -1,4 +1,4 @@
-"""End-to-end: DynamicResources' PreBind claim writes when the claim changes under them (issue 24).
+"""End-to-end: DynamicResources' claim writes when the claim changes under them (issue 24).
 
 PreBind writes a claim's finalizer, then ``status.allocation`` and ``reservedFor``, computed from
 the claim as the scheduler read it at Reserve (``bindClaim`` in
@@ -11,6 +11,9 @@ Reserve and PreBind until its sibling arrives, which gives the test a window to 
 * another writer allocating the claim (as another scheduler would): PreBind fails with
   upstream's ``claim <ns>/<name> got allocated elsewhere in the meantime``, the pod is retried,
   not lost, and binds where that allocation says, keeping the other writer's devices.
+
+And PostFilter's write: a claim allocated where the pod cannot go and reserved for nobody is
+deallocated, and the pod binds elsewhere with a fresh allocation.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from e2e.harness.api import Api
 from e2e.harness.gangs import HELD_SCHEDULER, release_held
 from e2e.harness.scheduler import SchedulerProcess
 from e2e.harness.waits import wait_at_permit, wait_bound, wait_for
-from e2e.test_dra import Setup, claim_of_pod, gang_member
+from e2e.test_dra import Setup, claim_of_pod, gang_member, pod_on
 from tests.support.manifests import CLIQUE, pod_group
 
 pytestmark = pytest.mark.invariants_after_test
@@ -103,3 +106,33 @@ def test_another_writer_allocating_the_claim_first_wins_and_the_pod_is_retried(
         # no device in two claims
         devs = [dev for c in d.claims_of(api, ns) for dev in d.allocated_devices(c)]
         assert len(devs) == len(set(devs)) == 2, devs
+
+
+def test_postfilter_deallocates_an_unused_allocation_where_the_pod_cannot_go(
+    api: Api, scheduler: SchedulerProcess, ns: str
+) -> None:
+    """``PostFilter``: a claim allocated (by someone else, reserved for nobody) on a node the pod
+    cannot use is deallocated (``deallocation of ResourceClaim completed``), and the pod then
+    binds elsewhere with a fresh allocation of the claim."""
+    with Setup(api, "dea", 2, 1) as s:
+        n0, n1 = s.node_names
+        d.create(api, d.claim("c", ns, d.claim_spec([d.exactly("gpu", s.cls, 1)])))
+        path = claim_path(ns, "c")
+        api.patch(path, {"metadata": {"finalizers": ["resource.kubernetes.io/delete-protection"]}})
+        allocation: dict[str, Any] = {
+            "devices": {"results": [{"request": "gpu", "driver": s.driver, "pool": n0, "device": "gpu-0"}]},
+            "nodeSelector": {
+                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [n0]}]}]
+            },
+        }
+        api.patch(path + "/status", {"status": {"allocation": allocation}})
+        api.patch_node(n0, {"spec": {"taints": [{"key": "e2e.ome.io/closed", "effect": "NoSchedule"}]}})
+        api.create_pod(pod_on(s, "p", ns, claims={"gpu": "c"}))
+        got = wait_bound(api, ns, ["p"], timeout=60.0)
+        assert got["p"] == n1
+        c = d.get_claim(api, ns, "c")
+        assert d.allocated_devices(c) == [(s.driver, n1, "gpu-0")]
+        assert [r["name"] for r in c["status"]["reservedFor"]] == ["p"]
+        notes = api.event_notes(ns, "p", "FailedScheduling")
+        assert any(n.endswith("deallocation of ResourceClaim completed") for n in notes), notes
+        assert any("1 node(s) had untolerated taint" in n for n in notes), notes
