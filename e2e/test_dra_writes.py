@@ -39,6 +39,20 @@ def claim_path(ns: str, name: str) -> str:
     return f"{d.GROUP}/namespaces/{ns}/resourceclaims/{name}"
 
 
+def allocate(api: Api, ns: str, claim: str, driver: str, node: str, device: str) -> None:
+    """Allocate ``claim`` as another scheduler would: the finalizer, then ``status.allocation``
+    of ``device`` in ``node``'s pool with a node selector for ``node`` (reserved for nobody)."""
+    path = claim_path(ns, claim)
+    api.patch(path, {"metadata": {"finalizers": ["resource.kubernetes.io/delete-protection"]}})
+    allocation: dict[str, Any] = {
+        "devices": {"results": [{"request": "gpu", "driver": driver, "pool": node, "device": device}]},
+        "nodeSelector": {
+            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]
+        },
+    }
+    api.patch(path + "/status", {"status": {"allocation": allocation}})
+
+
 def first_member_waits(api: Api, s: Setup, ns: str) -> tuple[str, str]:
     """PodGroup ``g`` (minMember 2, one clique): ``m1`` for a scheduler nobody serves (a template
     that never reaches Reserve; :func:`release_held` hands it over), then ``m0``, which reserves a
@@ -81,15 +95,7 @@ def test_another_writer_allocating_the_claim_first_wins_and_the_pod_is_retried(
         node, claim = first_member_waits(api, s, ns)
         # Another writer allocates m0's claim first: gpu-2 of the node m0 waits on (the lowest
         # free device is what ome-scheduler's allocator reserved for it, gpu-0).
-        path = claim_path(ns, claim)
-        api.patch(path, {"metadata": {"finalizers": ["resource.kubernetes.io/delete-protection"]}})
-        allocation: dict[str, Any] = {
-            "devices": {"results": [{"request": "gpu", "driver": s.driver, "pool": node, "device": "gpu-2"}]},
-            "nodeSelector": {
-                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]
-            },
-        }
-        api.patch(path + "/status", {"status": {"allocation": allocation}})
+        allocate(api, ns, claim, s.driver, node, "gpu-2")
         release_held(api, ns, "m1")
         want = f"claim {ns}/{claim} got allocated elsewhere in the meantime"
         note = wait_for(
@@ -117,15 +123,7 @@ def test_postfilter_deallocates_an_unused_allocation_where_the_pod_cannot_go(
     with Setup(api, "dea", 2, 1) as s:
         n0, n1 = s.node_names
         d.create(api, d.claim("c", ns, d.claim_spec([d.exactly("gpu", s.cls, 1)])))
-        path = claim_path(ns, "c")
-        api.patch(path, {"metadata": {"finalizers": ["resource.kubernetes.io/delete-protection"]}})
-        allocation: dict[str, Any] = {
-            "devices": {"results": [{"request": "gpu", "driver": s.driver, "pool": n0, "device": "gpu-0"}]},
-            "nodeSelector": {
-                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [n0]}]}]
-            },
-        }
-        api.patch(path + "/status", {"status": {"allocation": allocation}})
+        allocate(api, ns, "c", s.driver, n0, "gpu-0")
         api.patch_node(n0, {"spec": {"taints": [{"key": "e2e.ome.io/closed", "effect": "NoSchedule"}]}})
         api.create_pod(pod_on(s, "p", ns, claims={"gpu": "c"}))
         got = wait_bound(api, ns, ["p"], timeout=60.0)
