@@ -535,7 +535,7 @@ class Framework(FrameworkProfile):
         for pl in self.pre_bind_plugins:
             if skip and pl.name in skip:
                 continue
-            s = await _guarded(pl.pre_bind(state, pod, node), f'running PreBind plugin "{pl.name}"', pl.name)
+            s = await _guarded(pl.pre_bind(state, pod, node), pl.name)
             if s is not None and s.is_skip():
                 continue
             if s is not None and not s.is_success():
@@ -549,7 +549,7 @@ class Framework(FrameworkProfile):
         start = time.perf_counter()
         ret: Status | None = Status(Code.SKIP)
         for pl in self.bind_plugins:
-            s = await _guarded(pl.bind(state, pod, node), f'running Bind plugin "{pl.name}"', pl.name)
+            s = await _guarded(pl.bind(state, pod, node), pl.name)
             if s is not None and s.is_skip():
                 continue
             ret = _wrapped(s, f'running Bind plugin "{pl.name}"', pl.name) if s is not None else None
@@ -587,19 +587,17 @@ def _pre_flight_error(plugin: str, pod: PodInfo, node: str, s: Status) -> Status
 def _wrapped(s: Status, what: str, plugin: str) -> Status:
     """A failed PreBind or Bind status as ``RunPreBindPlugins``/``RunBindPlugins`` return it
     (``pkg/scheduler/framework/runtime/framework.go``, v1.35.4): a rejection keeps its message
-    with the plugin set; any other failure becomes an Error ``what: <its message>``. An Error
-    already wrapped (an exception :func:`_guarded` caught) is returned as it is."""
+    with the plugin set; any other failure (an exception :func:`_guarded` caught included)
+    becomes an Error ``what: <its message>``."""
     if s.is_rejected() or s.is_success():
         return s.with_plugin(plugin)
-    msg = s.message()
-    if msg.startswith(what + ": "):
-        return s.with_plugin(plugin)
-    return Status(Code.ERROR, f"{what}: {msg}", plugin=plugin, error=s.error)
+    return Status(Code.ERROR, f"{what}: {s.message()}", plugin=plugin, error=s.error)
 
 
-async def _guarded(call: Awaitable[Status | None], what: str, plugin: str) -> Status | None:
-    """Await a PreBind or Bind plugin: an exception is its Error status, wrapped as ``what: ...``."""
+async def _guarded(call: Awaitable[Status | None], plugin: str) -> Status | None:
+    """Await a PreBind or Bind plugin: an exception is its Error status (:func:`_wrapped` then
+    wraps it like any other Error)."""
     try:
         return await call
     except Exception as exc:
-        return Status(Code.ERROR, f"{what}: {exc}", plugin=plugin, error=exc)
+        return Status(Code.ERROR, str(exc), plugin=plugin, error=exc)
